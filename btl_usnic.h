@@ -1,0 +1,146 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The usnic BTL: reliable messaging for Open MPI over unreliable-datagram
+ * verbs queue pairs (usNIC, RoCE, Soft-RoCE).  This header holds what every
+ * part of the component shares: the component object, its parameters,
+ * sequence-number arithmetic and logging helpers.
+ *
+ * Where things live:
+ *   Open MPI glue      btl_usnic_component.c, btl_usnic_mca.c, btl_usnic_module.c,
+ *                      btl_usnic_proc.c
+ *   reliability engine btl_usnic_window.[ch] (pure), btl_usnic_send.c,
+ *                      btl_usnic_recv.c, btl_usnic_ack.c
+ *   verbs glue         btl_usnic_verbs.[ch]
+ */
+
+#ifndef BTL_USNIC_H
+#define BTL_USNIC_H
+
+#include "opal_config.h"
+
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "opal/class/opal_list.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/util/alfg.h"
+#include "opal/util/output.h"
+
+BEGIN_C_DECLS
+
+/* Sequence numbers are 16 bits and wrap; compare through the signed
+ * difference, valid while the window stays far below 32768. */
+typedef uint16_t opal_btl_usnic_seq_t;
+#define USNIC_SEQ_DIFF(a, b) ((int16_t)(uint16_t)((a) - (b)))
+#define USNIC_SEQ_LT(a, b) (USNIC_SEQ_DIFF(a, b) < 0)
+#define USNIC_SEQ_LE(a, b) (USNIC_SEQ_DIFF(a, b) <= 0)
+#define USNIC_SEQ_GT(a, b) (USNIC_SEQ_DIFF(a, b) > 0)
+#define USNIC_SEQ_GE(a, b) (USNIC_SEQ_DIFF(a, b) >= 0)
+
+struct opal_btl_usnic_module_t;
+
+/* Interface filter entry: a device name, or an IPv4 network (a.b.c.d/n). */
+typedef struct {
+    char *name;           /* device name, or NULL for a network entry */
+    uint32_t net;         /* network order, already masked */
+    uint32_t prefix;
+} opal_btl_usnic_if_filter_entry_t;
+
+typedef struct {
+    int n;
+    opal_btl_usnic_if_filter_entry_t *entries;
+} opal_btl_usnic_if_filter_t;
+
+typedef struct opal_btl_usnic_component_t {
+    mca_btl_base_component_t super;
+
+    /* modules */
+    int num_modules;
+    struct opal_btl_usnic_module_t *modules;      /* array, num_modules long */
+    mca_btl_base_module_t **module_ptrs;          /* what btl_init returns */
+
+    /* all remote procs known to any module */
+    opal_list_t procs;
+
+    /* own name as carried in every packet header */
+    uint64_t my_hashed_name;
+
+    /* per-process random queue key, published in the modex */
+    uint32_t qkey;
+
+    /* progress passes so far; ACK delays count in these */
+    uint64_t progress_ticks;
+    /* seconds, refreshed every few hundred progress passes */
+    double coarse_time;
+
+    /* random numbers for sequence numbers and the Q_Key */
+    opal_rng_buff_t rng;
+
+    /* device contexts opened by the scan, closed at component close */
+    struct ibv_context **contexts;
+    int num_contexts;
+
+    /* output stream (the btl framework's, so btl_base_verbose works) */
+    int output;
+
+    /* parsed interface filter, and whether it is an include list */
+    opal_btl_usnic_if_filter_t *filter;
+    bool filter_is_include;
+
+    /* ---- MCA parameters ---- */
+    int max_btls;
+    char *if_include;
+    char *if_exclude;
+    int stats_frequency;
+    bool stats_relative;
+    int want_numa_device_assignment;
+    int gid_index;
+    int sd_num;
+    int rd_num;
+    int prio_sd_num;
+    int prio_rd_num;
+    int cq_num;
+    int retrans_timeout;            /* microseconds */
+    int max_resends_per_iteration;
+    int ack_iteration_delay;        /* progress passes */
+    int priority_limit;             /* bytes; 0 = as large as the channel allows */
+    int pack_lazy_threshold;
+    int arp_timeout;                /* seconds */
+    bool show_route_failures;
+    int max_short_packets;
+    char *rcache_name;
+    char *mpool_hints;
+    bool connectivity_enabled;
+    int connectivity_ack_timeout;
+    int connectivity_num_retries;
+    char *connectivity_map_prefix;
+    int peer_timeout;               /* seconds without ACK progress before a peer is declared dead */
+
+    /* whether the user set the eager limit (else it follows the module count) */
+    bool eager_limit_set_by_user;
+} opal_btl_usnic_component_t;
+
+OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
+
+/* Shorthand used throughout the component. */
+#define usnic_component mca_btl_usnic_component
+
+/* All verbose output goes to the btl framework stream, prefixed so that
+ * logs and tests can find it. */
+#define usnic_verbose(level, ...) \
+    opal_output_verbose((level), usnic_component.output, "btl:usnic: " __VA_ARGS__)
+
+/* Default window: how many segments may be unacknowledged per peer. */
+#define USNIC_WINDOW_SIZE 4096
+
+/* Register all MCA parameters; defined in btl_usnic_mca.c. */
+int opal_btl_usnic_component_register(void);
+
+/* Progress entry point; defined in btl_usnic_component.c. */
+int opal_btl_usnic_component_progress(void);
+
+END_C_DECLS
+#endif /* BTL_USNIC_H */

@@ -1,0 +1,159 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * ACK processing and emission, and the retransmit timer callback.
+ */
+
+#include "opal_config.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_verbs.h"
+
+/* Queue a segment for retransmission (timer or duplicate ACK). */
+static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+{
+    if (!seg->on_resend_list) {
+        opal_list_append(&module->pending_resend_segs, &seg->resend_li);
+        seg->on_resend_list = true;
+    }
+}
+
+void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+
+    switch (usnic_tx_classify_ack(&ep->tx, ack)) {
+    case USNIC_ACK_OLD:
+        ++module->stats.num_old_dup_acks;
+        return;
+    case USNIC_ACK_BOGUS:
+        ++module->stats.num_bogus_acks;
+        return;
+    case USNIC_ACK_DUP: {
+        /* The peer still misses ack+1: resend it now rather than at the
+         * timeout, but only once per hole. */
+        uint16_t lost = (uint16_t)(ack + 1);
+        opal_btl_usnic_send_seg_t *seg = ep->sent_segs[lost & (USNIC_WINDOW_SIZE - 1)];
+
+        ++module->stats.num_dup_acks;
+        if (NULL != seg && seg->hotel_room >= 0 && ep->dup_ack_count++ == 0) {
+            opal_hotel_checkout(&ep->hotel, seg->hotel_room);
+            seg->hotel_room = -1;
+            queue_resend(module, seg);
+            ++module->stats.num_fast_retrans;
+        }
+        return;
+    }
+    case USNIC_ACK_NEW:
+        break;
+    }
+
+    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
+        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & (USNIC_WINDOW_SIZE - 1)];
+        opal_btl_usnic_send_seg_t *seg = *slot;
+
+        *slot = NULL;
+        /* Advance first: a PML callback below may send on this endpoint. */
+        ep->tx.ack_seq_rcvd = s;
+        if (NULL != seg) {
+            opal_btl_usnic_seg_acked(module, seg);
+        }
+        if (s == ack) {
+            break;
+        }
+    }
+    ep->dup_ack_count = 0;
+    ep->last_ack_time = usnic_component.coarse_time;
+    opal_btl_usnic_check_rts(ep);
+}
+
+void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
+{
+    uint64_t due = usnic_component.progress_ticks +
+                   (now ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
+
+    if (!ep->on_acks_list) {
+        opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+        ep->on_acks_list = true;
+        ep->ack_due_tick = due;
+    } else if (due < ep->ack_due_tick) {
+        ep->ack_due_tick = due;
+    }
+}
+
+static void ack_done(opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->on_acks_list) {
+        opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+        ep->on_acks_list = false;
+    }
+}
+
+void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+{
+    if (ep->on_acks_list) {
+        hdr->ack_seq = usnic_rx_ack_value(&ep->rx);
+        hdr->ack_present = 1;
+        ack_done(ep);
+    } else {
+        hdr->ack_present = 0;
+    }
+}
+
+void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
+    opal_list_item_t *li, *next;
+
+    for (li = opal_list_get_first(&module->endpoints_that_need_acks);
+         li != opal_list_get_end(&module->endpoints_that_need_acks) && prio->sd_wqe > 0;
+         li = next) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           acks_li);
+        opal_btl_usnic_ack_item_t *item;
+        usnic_btl_header_t *hdr;
+
+        next = opal_list_get_next(li);
+        if (ep->ack_due_tick > usnic_component.progress_ticks) {
+            continue;
+        }
+        item = (opal_btl_usnic_ack_item_t *) opal_free_list_get(&module->ack_segs);
+        if (NULL == item) {
+            /* No ACK buffer: skip it, retransmits will prompt another. */
+            break;
+        }
+        hdr = item->seg.hdr;
+        hdr->sender = usnic_component.my_hashed_name;
+        hdr->payload_type = USNIC_PAYLOAD_TYPE_ACK;
+        hdr->payload_len = 0;
+        hdr->put_addr = 0;
+        hdr->ack_present = 1;
+        hdr->ack_seq = usnic_rx_ack_value(&ep->rx);
+        item->seg.len = sizeof(*hdr);
+        if (OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, &item->seg,
+                                                      USNIC_PRIORITY_CHANNEL)) {
+            opal_free_list_return(&module->ack_segs, &item->super);
+            opal_btl_usnic_module_fatal(module, NULL);
+            return;
+        }
+        ++module->stats.num_ack_sends;
+        ack_done(ep);
+    }
+}
+
+void opal_btl_usnic_hotel_evict(opal_hotel_t *hotel, int room_num, void *occupant)
+{
+    opal_btl_usnic_send_seg_t *seg = occupant;
+    opal_btl_usnic_module_t *module = seg->frag->endpoint->module;
+    (void) hotel;
+    (void) room_num;
+
+    seg->hotel_room = -1;
+    queue_resend(module, seg);
+    ++module->stats.num_timeout_retrans;
+}

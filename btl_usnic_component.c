@@ -1,0 +1,359 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The component: open/close, device discovery and module creation at init,
+ * the modex, and the progress function the BML registers.
+ */
+
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/event/event.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/if.h"
+#include "opal/util/proc.h"
+#include "opal/util/error.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_util.h"
+#include "btl_usnic_verbs.h"
+
+/* Eager limit when several devices share the traffic (unless set by the user). */
+#define USNIC_DFLT_EAGER_LIMIT_NDEVS (25 * 1024)
+
+static int usnic_component_open(void);
+static int usnic_component_close(void);
+static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress_threads,
+                                                    bool mpi_threads);
+
+opal_btl_usnic_component_t mca_btl_usnic_component = {
+    .super = {
+        .btl_version = {
+            MCA_BTL_DEFAULT_VERSION("usnic"),
+            .mca_open_component = usnic_component_open,
+            .mca_close_component = usnic_component_close,
+            .mca_register_component_params = opal_btl_usnic_component_register,
+        },
+        .btl_data = {
+            .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+        },
+        .btl_init = usnic_component_init,
+        .btl_progress = opal_btl_usnic_component_progress,
+    },
+};
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Let help messages be found next to the component when it was installed
+ * outside Open MPI's own tree (a user component path). */
+static void add_help_dir(void)
+{
+    Dl_info info;
+    if (0 != dladdr((void *) &mca_btl_usnic_component, &info) && NULL != info.dli_fname) {
+        char *copy = strdup(info.dli_fname);
+        if (NULL != copy) {
+            opal_show_help_add_dir(dirname(copy));
+            free(copy);
+        }
+    }
+}
+
+static int usnic_component_open(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+
+    c->output = opal_btl_base_framework.framework_output;
+    c->num_modules = 0;
+    c->modules = NULL;
+    c->module_ptrs = NULL;
+    c->contexts = NULL;
+    c->num_contexts = 0;
+    c->filter = NULL;
+    c->progress_ticks = 0;
+    OBJ_CONSTRUCT(&c->procs, opal_list_t);
+    add_help_dir();
+
+    return mca_base_var_check_exclusive("opal", c->super.btl_version.mca_type_name,
+                                        c->super.btl_version.mca_component_name, "if_include",
+                                        c->super.btl_version.mca_type_name,
+                                        c->super.btl_version.mca_component_name, "if_exclude");
+}
+
+static int usnic_component_close(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+
+    OPAL_LIST_DESTRUCT(&c->procs);
+    for (int i = 0; i < c->num_contexts; ++i) {
+        ibv_close_device(c->contexts[i]);
+    }
+    free(c->contexts);
+    free(c->modules);
+    free(c->module_ptrs);
+    opal_btl_usnic_free_filter(c->filter);
+    c->contexts = NULL;
+    c->num_contexts = 0;
+    c->modules = NULL;
+    c->module_ptrs = NULL;
+    c->filter = NULL;
+    c->num_modules = 0;
+    return OPAL_SUCCESS;
+}
+
+/* Registered memory must be allowed to grow. */
+static bool memlock_ok(void)
+{
+    struct rlimit rl;
+    if (0 != getrlimit(RLIMIT_MEMLOCK, &rl) || RLIM_INFINITY == rl.rlim_cur ||
+        rl.rlim_cur > 64 * 1024) {
+        return true;
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "check_reg_mem_basics fail", true,
+                   opal_process_info.nodename, (unsigned long) rl.rlim_cur);
+    return false;
+}
+
+/* Fill the netdev facts of a module from OPAL's interface list. */
+static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
+{
+    uint32_t gid_ipv4;
+
+    memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
+    for (int i = opal_ifbegin(); i >= 0; i = opal_ifnext(i)) {
+        struct sockaddr_storage ss;
+        struct sockaddr_in *sin = (struct sockaddr_in *) &ss;
+
+        if (0 != opal_ifindextoaddr(i, (struct sockaddr *) &ss, sizeof(ss)) ||
+            AF_INET != ss.ss_family) {
+            continue;
+        }
+        /* The GID names its netdev (RoCE) or carries its address (usNIC). */
+        if ((kindex > 0 && opal_ifindextokindex(i) != kindex) ||
+            (kindex <= 0 && sin->sin_addr.s_addr != gid_ipv4)) {
+            continue;
+        }
+        opal_ifindextoname(i, m->if_name, sizeof(m->if_name));
+        m->if_ipv4 = sin->sin_addr.s_addr;
+        opal_ifindextomask(i, &m->if_prefix, sizeof(m->if_prefix));
+        opal_ifindextomtu(i, &m->if_mtu);
+        opal_ifindextomac(i, m->if_mac);
+        return true;
+    }
+    return false;
+}
+
+static void remember_context(struct ibv_context *ctx)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    struct ibv_context **grown;
+
+    for (int i = 0; i < c->num_contexts; ++i) {
+        if (c->contexts[i] == ctx) {
+            return;
+        }
+    }
+    grown = realloc(c->contexts, (c->num_contexts + 1) * sizeof(*grown));
+    if (NULL == grown) {
+        ibv_close_device(ctx);
+        return;
+    }
+    c->contexts = grown;
+    c->contexts[c->num_contexts++] = ctx;
+}
+
+/* Publish one record per module; nothing at all when there is none, so
+ * peers see us as unreachable rather than reading an empty record. */
+static void modex_send(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    usnic_modex_addr_t *recs;
+    int rc;
+
+    if (0 == c->num_modules) {
+        return;
+    }
+    recs = calloc(c->num_modules, sizeof(*recs));
+    if (NULL == recs) {
+        return;
+    }
+    for (int i = 0; i < c->num_modules; ++i) {
+        recs[i] = c->modules[i].local_addr;
+    }
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_REMOTE, &c->super.btl_version, recs,
+                    c->num_modules * sizeof(*recs));
+    free(recs);
+    if (OPAL_SUCCESS != rc) {
+        opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,
+                       opal_process_info.nodename, "(all devices)", "modex send",
+                       opal_strerror(rc));
+        return;
+    }
+    usnic_verbose(5, "%s: modex published for %d module(s)", opal_process_info.nodename,
+                  c->num_modules);
+}
+
+static void stats_timer_cb(int fd, short flags, void *arg)
+{
+    opal_btl_usnic_module_t *module = arg;
+    char prefix[16];
+    struct timeval tv = {.tv_sec = usnic_component.stats_frequency, .tv_usec = 0};
+    (void) fd;
+    (void) flags;
+
+    snprintf(prefix, sizeof(prefix), "%04d", ++module->stats_report_num);
+    opal_btl_usnic_stats_print(module, prefix);
+    opal_event_add(&module->stats_timer, &tv);
+}
+
+static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress_threads,
+                                                    bool mpi_threads)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    opal_btl_usnic_port_t *ports = NULL;
+    int num_ports = 0;
+    (void) progress_threads;
+
+    *num_btls = 0;
+    if (mpi_threads && !mca_btl_base_thread_multiple_override) {
+        usnic_verbose(5, "%s: MPI_THREAD_MULTIPLE is not supported; usnic disabled",
+                      opal_process_info.nodename);
+        return NULL;
+    }
+    if (!memlock_ok()) {
+        return NULL;
+    }
+
+    c->my_hashed_name = opal_btl_usnic_hash_name(&opal_proc_local_get()->proc_name);
+    opal_srand(&c->rng, (uint32_t)(getpid() ^ (uint32_t) time(NULL) ^ (uint32_t) c->my_hashed_name));
+    do {
+        c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
+    } while (0 == c->qkey);
+    c->coarse_time = now_sec();
+
+    if (NULL != c->if_include) {
+        c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");
+        c->filter_is_include = true;
+    } else if (NULL != c->if_exclude) {
+        c->filter = opal_btl_usnic_parse_ifex_str(c->if_exclude, "btl_usnic_if_exclude");
+        c->filter_is_include = false;
+    }
+
+    opal_btl_usnic_verbs_find_ports(&ports, &num_ports);
+    c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
+    if (NULL == c->modules) {
+        goto done;
+    }
+    for (int p = 0; p < num_ports; ++p) {
+        opal_btl_usnic_port_t *port = &ports[p];
+        opal_btl_usnic_module_t *m = &c->modules[c->num_modules];
+        char ip[32];
+
+        remember_context(port->context);
+        if (c->max_btls > 0 && c->num_modules >= c->max_btls) {
+            usnic_verbose(5, "%s: %s: skipped, btl_usnic_max_btls (%d) reached",
+                          opal_process_info.nodename, port->dev_name, c->max_btls);
+            continue;
+        }
+        *m = opal_btl_usnic_module_template;
+        m->context = port->context;
+        snprintf(m->dev_name, sizeof(m->dev_name), "%s", port->dev_name);
+        m->port_num = port->port_num;
+        m->gid_index = port->gid_index;
+        m->gid = port->gid;
+        m->port_mtu = port->port_mtu;
+        m->link_speed_mbps = port->link_speed_mbps;
+        if (!find_netdev(m, port->netdev_kindex)) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no netdev", true,
+                           opal_process_info.nodename, m->dev_name, m->port_num,
+                           m->gid_index);
+            continue;
+        }
+        /* Facts first, then the filter: networks need the prefix. */
+        if (NULL != c->filter &&
+            c->filter_is_include != opal_btl_usnic_filter_match(c->filter, m->dev_name,
+                                                                m->if_name, m->if_ipv4,
+                                                                m->if_prefix)) {
+            usnic_verbose(5, "%s: %s: skipped by btl_usnic_%s", opal_process_info.nodename,
+                          m->dev_name, c->filter_is_include ? "if_include" : "if_exclude");
+            continue;
+        }
+        if (0 == m->super.btl_bandwidth) {
+            m->super.btl_bandwidth = m->link_speed_mbps;
+        }
+        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), m->if_ipv4, m->if_prefix);
+        usnic_verbose(5, "%s: %s: opened, port %u, netdev %s %s, GID index %d, MTU %u",
+                      opal_process_info.nodename, m->dev_name, m->port_num, m->if_name, ip,
+                      m->gid_index, m->port_mtu);
+        if (OPAL_SUCCESS != opal_btl_usnic_module_init(m)) {
+            continue;
+        }
+        opal_btl_usnic_hwloc_rate_module(m);
+        ++c->num_modules;
+    }
+
+    if (c->num_modules > 1 && !c->eager_limit_set_by_user) {
+        for (int i = 0; i < c->num_modules; ++i) {
+            c->modules[i].super.btl_eager_limit = USNIC_DFLT_EAGER_LIMIT_NDEVS;
+            if (c->modules[i].super.btl_max_send_size > USNIC_DFLT_EAGER_LIMIT_NDEVS) {
+                c->modules[i].super.btl_max_send_size = USNIC_DFLT_EAGER_LIMIT_NDEVS;
+            }
+        }
+    }
+    c->module_ptrs = calloc(c->num_modules > 0 ? c->num_modules : 1, sizeof(*c->module_ptrs));
+    if (NULL == c->module_ptrs) {
+        c->num_modules = 0;
+        goto done;
+    }
+    for (int i = 0; i < c->num_modules; ++i) {
+        opal_btl_usnic_module_t *m = &c->modules[i];
+        c->module_ptrs[i] = &m->super;
+        if (c->stats_frequency > 0) {
+            struct timeval tv = {.tv_sec = c->stats_frequency, .tv_usec = 0};
+            opal_event_evtimer_set(opal_sync_event_base, &m->stats_timer, stats_timer_cb, m);
+            opal_event_add(&m->stats_timer, &tv);
+            m->stats_timer_armed = true;
+        }
+    }
+
+done:
+    free(ports);
+    modex_send();
+    if (0 == c->num_modules) {
+        usnic_verbose(5, "%s: no usable devices", opal_process_info.nodename);
+        return NULL;
+    }
+    *num_btls = c->num_modules;
+    return c->module_ptrs;
+}
+
+int opal_btl_usnic_component_progress(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    int count = 0;
+
+    if (0 == (++c->progress_ticks & 255)) {
+        c->coarse_time = now_sec();
+    }
+    for (int i = 0; i < c->num_modules; ++i) {
+        count += opal_btl_usnic_module_progress(&c->modules[i]);
+    }
+    return count;
+}

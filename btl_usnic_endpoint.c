@@ -1,0 +1,133 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Endpoint life cycle.
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/mca/event/event.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_send.h"
+
+static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->module = NULL;
+    ep->proc = NULL;
+    ep->ah = NULL;
+    OBJ_CONSTRUCT(&ep->all_li, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->sends_li, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->acks_li, opal_list_item_t);
+    ep->on_sends_list = false;
+    ep->on_acks_list = false;
+    OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
+    OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
+    ep->hotel_ready = false;
+    ep->sent_segs = NULL;
+    ep->rx_bits = NULL;
+    ep->rx_frags = NULL;
+    ep->next_frag_id = 1;
+    ep->active_large_frags = 0;
+    ep->dup_ack_count = 0;
+    ep->exiting = false;
+    ep->failed = false;
+}
+
+static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
+{
+    if (NULL != ep->rx_frags) {
+        for (int i = 0; i < USNIC_RX_FRAG_SLOTS; ++i) {
+            if (0 != ep->rx_frags[i].frag_id && 0 == ep->rx_frags[i].put_addr) {
+                free(ep->rx_frags[i].buf);
+            }
+        }
+        free(ep->rx_frags);
+    }
+    free(ep->sent_segs);
+    free(ep->rx_bits);
+    if (NULL != ep->ah) {
+        ibv_destroy_ah(ep->ah);
+    }
+    /* Deletes any pending retransmit timers. */
+    OBJ_DESTRUCT(&ep->hotel);
+    OBJ_DESTRUCT(&ep->send_queue);
+    OBJ_DESTRUCT(&ep->acks_li);
+    OBJ_DESTRUCT(&ep->sends_li);
+    OBJ_DESTRUCT(&ep->all_li);
+}
+OBJ_CLASS_INSTANCE(opal_btl_usnic_endpoint_t, opal_object_t, endpoint_construct,
+                   endpoint_destruct);
+
+int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_module_t *module,
+                                  const usnic_modex_addr_t *remote)
+{
+    int rc;
+
+    ep->module = module;
+    ep->remote = *remote;
+    ep->send_credits = module->channels[USNIC_DATA_CHANNEL].sd_num;
+    ep->sent_segs = calloc(USNIC_WINDOW_SIZE, sizeof(*ep->sent_segs));
+    ep->rx_bits = calloc(USNIC_WINDOW_SIZE / 64, sizeof(uint64_t));
+    if (NULL == ep->sent_segs || NULL == ep->rx_bits) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    usnic_tx_window_init(&ep->tx, module->isn, USNIC_WINDOW_SIZE);
+    usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
+    rc = opal_hotel_init(&ep->hotel, USNIC_WINDOW_SIZE, opal_sync_event_base,
+                         (uint32_t) usnic_component.retrans_timeout, 0,
+                         opal_btl_usnic_hotel_evict);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    ep->hotel_ready = true;
+    ep->last_ack_time = usnic_component.coarse_time;
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    opal_list_item_t *li;
+
+    ep->exiting = true;
+    if (ep->on_sends_list) {
+        opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
+        ep->on_sends_list = false;
+    }
+    if (ep->on_acks_list) {
+        opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
+        ep->on_acks_list = false;
+    }
+    /* Frags never (fully) sent: forget their unsent segments. */
+    while (NULL != (li = opal_list_remove_first(&ep->send_queue))) {
+        opal_btl_usnic_send_frag_t *frag = usnic_container_of(li, opal_btl_usnic_send_frag_t,
+                                                              queue_li);
+        frag->queued = false;
+        if (USNIC_FRAG_LARGE == frag->type && 0 != frag->frag_id) {
+            uint32_t mcp = module->max_chunk_payload;
+            uint32_t total = (uint32_t)((frag->size + mcp - 1) / mcp);
+            uint32_t sent = (uint32_t)((frag->sent_offset + mcp - 1) / mcp);
+            frag->segs_unacked -= total - sent;
+            if (0 == frag->segs_unacked) {
+                --ep->active_large_frags;
+            }
+        } else {
+            frag->segs_unacked = 0;
+        }
+        if (0 == frag->segs_unacked) {
+            opal_btl_usnic_frag_return_if_done(module, frag);
+        }
+    }
+    /* Everything in flight is released as if the peer had ACKed it. */
+    if (0 != usnic_tx_window_inflight(&ep->tx)) {
+        opal_btl_usnic_handle_ack(ep, (uint16_t)(ep->tx.next_seq_to_send - 1));
+    }
+}

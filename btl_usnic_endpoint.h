@@ -1,0 +1,90 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * An endpoint is one (module, remote device) pair: the address handle, the
+ * send queue, and both halves of the sliding window.
+ */
+
+#ifndef BTL_USNIC_ENDPOINT_H
+#define BTL_USNIC_ENDPOINT_H
+
+#include <infiniband/verbs.h>
+
+#include "opal/class/opal_hotel.h"
+#include "opal/class/opal_list.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_window.h"
+#include "btl_usnic_wire.h"
+
+BEGIN_C_DECLS
+
+struct opal_btl_usnic_module_t;
+struct opal_btl_usnic_proc_t;
+
+/* Reassembly slots per endpoint; a sender keeps at most this many large
+ * frags unacknowledged, so ids never collide in a slot. */
+#define USNIC_RX_FRAG_SLOTS 32
+
+/* Recover the outer struct from an embedded list item. */
+#define usnic_container_of(ptr, type, member) \
+    ((type *) ((char *) (ptr) - offsetof(type, member)))
+
+typedef struct mca_btl_base_endpoint_t {
+    opal_object_t super;
+
+    struct opal_btl_usnic_module_t *module;
+    struct opal_btl_usnic_proc_t *proc;
+    usnic_modex_addr_t remote;          /* the peer device's modex record */
+    int remote_index;                   /* its index in the peer's modex */
+    struct ibv_ah *ah;
+
+    /* list memberships, each with an explicit flag so removal has one owner */
+    opal_list_item_t all_li;            /* module->all_endpoints */
+    opal_list_item_t sends_li;          /* module->endpoints_with_sends */
+    opal_list_item_t acks_li;           /* module->endpoints_that_need_acks */
+    bool on_sends_list;
+    bool on_acks_list;
+
+    /* sending */
+    opal_list_t send_queue;             /* frags waiting for the wire */
+    int send_credits;
+    usnic_tx_window_t tx;
+    opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence mod window */
+    opal_hotel_t hotel;
+    bool hotel_ready;
+    uint32_t next_frag_id;
+    int active_large_frags;
+    double last_ack_time;               /* when the window last moved (coarse clock) */
+    int dup_ack_count;
+
+    /* receiving */
+    usnic_rx_window_t rx;
+    uint64_t *rx_bits;
+    uint64_t ack_due_tick;              /* progress tick at which to send a standalone ACK */
+    usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
+
+    bool exiting;
+    bool failed;
+} opal_btl_usnic_endpoint_t;
+typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
+
+/* Set up windows and lists once the remote record is known. */
+int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep,
+                                  struct opal_btl_usnic_module_t *module,
+                                  const usnic_modex_addr_t *remote);
+
+/* Unlink from every module list and release everything still queued. */
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep);
+
+/* True when nothing is queued or unacknowledged. */
+static inline bool opal_btl_usnic_endpoint_drained(opal_btl_usnic_endpoint_t *ep)
+{
+    return opal_list_is_empty(&ep->send_queue) && 0 == usnic_tx_window_inflight(&ep->tx);
+}
+
+END_C_DECLS
+#endif /* BTL_USNIC_ENDPOINT_H */

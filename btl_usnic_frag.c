@@ -1,0 +1,166 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Fragment and segment objects, and their free-list plumbing.
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+
+static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_seg_type_t type,
+                               opal_free_list_item_t *item, size_t hdr_len)
+{
+    seg->base.type = type;
+    seg->base.channel = USNIC_DATA_CHANNEL;
+    seg->hdr = (usnic_btl_header_t *) item->ptr;
+    seg->payload = (uint8_t *) item->ptr + hdr_len;
+    seg->lkey = ((opal_btl_usnic_reg_t *) item->registration)->mr->lkey;
+    seg->posted = 0;
+    seg->hotel_room = -1;
+    seg->ack_pending = false;
+    seg->on_resend_list = false;
+    seg->frag = NULL;
+    OBJ_CONSTRUCT(&seg->resend_li, opal_list_item_t);
+}
+
+static void chunk_destruct(opal_btl_usnic_chunk_t *chunk)
+{
+    if (NULL != chunk->seg.hdr) {
+        OBJ_DESTRUCT(&chunk->seg.resend_li);
+    }
+}
+OBJ_CLASS_INSTANCE(opal_btl_usnic_chunk_t, opal_free_list_item_t, NULL, chunk_destruct);
+
+int opal_btl_usnic_chunk_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_chunk_t *chunk = (opal_btl_usnic_chunk_t *) item;
+    opal_btl_usnic_seg_type_t type = (opal_btl_usnic_seg_type_t)(uintptr_t) ctx;
+
+    send_seg_construct(&chunk->seg, type, item,
+                       USNIC_SEG_CHUNK == type ? sizeof(usnic_btl_chunk_header_t)
+                                               : sizeof(usnic_btl_header_t));
+    return OPAL_SUCCESS;
+}
+
+static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
+{
+    frag->base.des_segments = frag->segs;
+    frag->base.des_segment_count = 1;
+    OBJ_CONSTRUCT(&frag->queue_li, opal_list_item_t);
+    OBJ_CONSTRUCT(&frag->conv, opal_convertor_t);
+    frag->seg.hdr = NULL;
+}
+
+static void send_frag_destruct(opal_btl_usnic_send_frag_t *frag)
+{
+    if (NULL != frag->seg.hdr) {
+        OBJ_DESTRUCT(&frag->seg.resend_li);
+    }
+    OBJ_DESTRUCT(&frag->conv);
+    OBJ_DESTRUCT(&frag->queue_li);
+}
+OBJ_CLASS_INSTANCE(opal_btl_usnic_send_frag_t, mca_btl_base_descriptor_t, send_frag_construct,
+                   send_frag_destruct);
+
+int opal_btl_usnic_small_frag_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+    (void) ctx;
+
+    send_seg_construct(&frag->seg, USNIC_SEG_FRAG, item, sizeof(usnic_btl_header_t));
+    frag->seg.frag = frag;
+    frag->type = USNIC_FRAG_SMALL;
+    return OPAL_SUCCESS;
+}
+
+OBJ_CLASS_INSTANCE(opal_btl_usnic_recv_seg_t, opal_free_list_item_t, NULL, NULL);
+
+int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_recv_seg_t *rseg = (opal_btl_usnic_recv_seg_t *) item;
+    opal_btl_usnic_channel_t *chan = ctx;
+
+    rseg->base.type = USNIC_SEG_RECV;
+    rseg->base.channel = chan->index;
+    rseg->buf = item->ptr;
+    rseg->len = USNIC_GRH_LEN + chan->mtu;
+    rseg->lkey = ((opal_btl_usnic_reg_t *) item->registration)->mr->lkey;
+    rseg->sge.addr = (uintptr_t) rseg->buf;
+    rseg->sge.length = rseg->len;
+    rseg->sge.lkey = rseg->lkey;
+    rseg->wr.wr_id = (uintptr_t) &rseg->base;
+    rseg->wr.sg_list = &rseg->sge;
+    rseg->wr.num_sge = 1;
+    rseg->wr.next = NULL;
+    return OPAL_SUCCESS;
+}
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *module,
+                                                      opal_btl_usnic_endpoint_t *endpoint,
+                                                      size_t size)
+{
+    opal_btl_usnic_send_frag_t *frag;
+    bool small = size <= module->max_frag_payload;
+
+    frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(small ? &module->small_send_frags
+                                                                   : &module->large_send_frags);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    frag->type = small ? USNIC_FRAG_SMALL : USNIC_FRAG_LARGE;
+    frag->endpoint = endpoint;
+    frag->queued = false;
+    frag->put_addr = 0;
+    frag->put_cb = NULL;
+    frag->size = size;
+    frag->segs_unacked = 0;
+    frag->segs_posted = 0;
+    frag->local_done = false;
+    frag->base.des_flags = 0;
+    frag->base.des_cbfunc = NULL;
+    frag->base.des_cbdata = NULL;
+    frag->base.des_context = NULL;
+    frag->base.order = MCA_BTL_NO_ORDER;
+    frag->base.des_segment_count = 1;
+    if (small) {
+        frag->segs[0].seg_addr.pval = frag->seg.payload;
+        frag->segs[0].seg_len = size;
+    } else {
+        frag->segs[0].seg_addr.pval = frag->hdr_room;
+        frag->segs[0].seg_len = 0;
+        frag->segs[1].seg_addr.pval = NULL;
+        frag->segs[1].seg_len = 0;
+        frag->frag_id = 0;
+        frag->sent_offset = 0;
+        frag->pack_buf = NULL;
+        frag->lazy = false;
+    }
+    return frag;
+}
+
+void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
+                                        opal_btl_usnic_send_frag_t *frag)
+{
+    if (!(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || frag->queued ||
+        0 != frag->segs_unacked || 0 != frag->segs_posted) {
+        return;
+    }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        free(frag->pack_buf);
+        frag->pack_buf = NULL;
+        if (frag->lazy) {
+            opal_convertor_cleanup(&frag->conv);
+            frag->lazy = false;
+        }
+        opal_free_list_return(&module->large_send_frags, &frag->base.super);
+    } else {
+        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+    }
+}

@@ -1,0 +1,143 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Send segments, send fragments and receive buffers.
+ *
+ * A fragment (frag) is the unit the PML hands us.  A segment is one
+ * datagram.  A small frag carries its own segment; a large frag is cut
+ * into chunk segments, taken from a free list as they are sent.  Every
+ * byte we send is first copied into registered memory, so a retransmit
+ * never touches user memory and the PML gets its buffer back early.
+ */
+
+#ifndef BTL_USNIC_FRAG_H
+#define BTL_USNIC_FRAG_H
+
+#include <infiniband/verbs.h>
+
+#include "opal/class/opal_free_list.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/mca/rcache/rcache.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_wire.h"
+
+BEGIN_C_DECLS
+
+struct opal_btl_usnic_module_t;
+struct mca_btl_base_endpoint_t;
+struct opal_btl_usnic_send_frag_t;
+
+/* Registration record the rcache keeps for each registered slab. */
+typedef struct {
+    mca_rcache_base_registration_t base;
+    struct ibv_mr *mr;
+} opal_btl_usnic_reg_t;
+
+typedef enum {
+    USNIC_SEG_ACK,      /* standalone ACK, priority channel */
+    USNIC_SEG_FRAG,     /* the one segment of a small frag */
+    USNIC_SEG_CHUNK,    /* one chunk of a large frag */
+    USNIC_SEG_RECV,     /* receive buffer */
+} opal_btl_usnic_seg_type_t;
+
+/* What every posted work request's wr_id points to. */
+typedef struct {
+    opal_btl_usnic_seg_type_t type;
+    int channel;
+} opal_btl_usnic_seg_base_t;
+
+/* A datagram we send.  Lives inside a small frag, a chunk or an ACK item. */
+typedef struct opal_btl_usnic_send_seg_t {
+    opal_btl_usnic_seg_base_t base;
+    usnic_btl_header_t *hdr;        /* start of the registered buffer */
+    uint8_t *payload;               /* after the (chunk) header */
+    uint32_t lkey;
+    uint32_t len;                   /* bytes on the wire, headers included */
+    struct opal_btl_usnic_send_frag_t *frag;
+    uint16_t seq;
+    int posted;                     /* work requests not yet completed */
+    int hotel_room;                 /* -1 when not checked in */
+    bool ack_pending;               /* sent, not yet ACKed */
+    bool on_resend_list;
+    opal_list_item_t resend_li;     /* link on the module's resend list */
+} opal_btl_usnic_send_seg_t;
+
+/* Free-list items that carry a send segment. */
+typedef struct {
+    opal_free_list_item_t super;
+    opal_btl_usnic_send_seg_t seg;
+} opal_btl_usnic_chunk_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_chunk_t);
+
+typedef opal_btl_usnic_chunk_t opal_btl_usnic_ack_item_t;
+
+typedef enum {
+    USNIC_FRAG_SMALL,
+    USNIC_FRAG_LARGE,
+} opal_btl_usnic_frag_type_t;
+
+/* Room in a large frag for the PML header (segment 0). */
+#define USNIC_LARGE_HDR_ROOM 128
+
+typedef struct opal_btl_usnic_send_frag_t {
+    mca_btl_base_descriptor_t base;
+    mca_btl_base_segment_t segs[2];
+    opal_btl_usnic_frag_type_t type;
+    struct mca_btl_base_endpoint_t *endpoint;
+    opal_list_item_t queue_li;          /* link on the endpoint's send queue */
+    bool queued;
+
+    uint8_t tag;
+    uint64_t put_addr;                  /* non-zero for an emulated PUT */
+    size_t size;                        /* total payload bytes */
+    uint32_t segs_unacked;              /* segments not yet ACKed (or not yet sent) */
+    uint32_t segs_posted;               /* segments still owned by the device */
+    bool local_done;                    /* data copied out of user memory; PML told */
+
+    /* emulated PUT completion */
+    mca_btl_base_rdma_completion_fn_t put_cb;
+    void *put_local;
+    void *put_context;
+    void *put_cbdata;
+
+    /* small frags: the segment, in this item's registered buffer */
+    opal_btl_usnic_send_seg_t seg;
+
+    /* large frags */
+    uint8_t hdr_room[USNIC_LARGE_HDR_ROOM];
+    uint32_t frag_id;
+    size_t sent_offset;                 /* bytes already chunked */
+    uint8_t *pack_buf;                  /* malloc'ed, when packed eagerly */
+    bool lazy;                          /* pack from conv while chunking */
+    opal_convertor_t conv;
+} opal_btl_usnic_send_frag_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_send_frag_t);
+
+/* A receive buffer: the device writes the GRH, then our header. */
+typedef struct {
+    opal_free_list_item_t super;
+    opal_btl_usnic_seg_base_t base;
+    uint8_t *buf;
+    uint32_t lkey;
+    uint32_t len;
+    struct ibv_recv_wr wr;
+    struct ibv_sge sge;
+} opal_btl_usnic_recv_seg_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_recv_seg_t);
+
+/* Free-list item initialisers: point the segment at the registered buffer. */
+int opal_btl_usnic_chunk_init(opal_free_list_item_t *item, void *ctx);
+int opal_btl_usnic_small_frag_init(opal_free_list_item_t *item, void *ctx);
+int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx);
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(struct opal_btl_usnic_module_t *module,
+                                                      struct mca_btl_base_endpoint_t *endpoint,
+                                                      size_t size);
+/* Return the frag to its free list if the PML and the wire are both done. */
+void opal_btl_usnic_frag_return_if_done(struct opal_btl_usnic_module_t *module,
+                                        opal_btl_usnic_send_frag_t *frag);
+
+END_C_DECLS
+#endif /* BTL_USNIC_FRAG_H */

@@ -1,0 +1,219 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * MCA parameters: every knob of the component, with its description and
+ * info level, plus the base BTL values (exclusivity, limits, flags, ...)
+ * registered through the BTL base so users override them the usual way.
+ */
+
+#include "opal_config.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_module.h"
+
+/* Eager limit with one device; with several it drops unless the user set it. */
+#define USNIC_DFLT_EAGER_LIMIT_1DEV (150 * 1024)
+#define USNIC_DFLT_RNDV_EAGER_LIMIT 500
+
+static int reg_int(const char *name, const char *desc, int dflt, int *storage,
+                   mca_base_var_info_lvl_t level)
+{
+    *storage = dflt;
+    return mca_base_component_var_register(&usnic_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int reg_bool(const char *name, const char *desc, bool dflt, bool *storage,
+                    mca_base_var_info_lvl_t level)
+{
+    *storage = dflt;
+    return mca_base_component_var_register(&usnic_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int reg_string(const char *name, const char *desc, const char *dflt, char **storage,
+                      mca_base_var_info_lvl_t level)
+{
+    *storage = (char *) dflt;
+    return mca_base_component_var_register(&usnic_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+/* Report a bad value unless ok; returns ok. */
+static bool check_value(bool ok, const char *name, int value, const char *rule)
+{
+    char buf[32];
+
+    if (!ok) {
+        snprintf(buf, sizeof(buf), "%d", value);
+        opal_show_help("help-mpi-btl-usnic.txt", "invalid param value", true,
+                       opal_process_info.nodename, name, buf, rule);
+    }
+    return ok;
+}
+
+static bool check_range(const char *name, int value, int min, int max, const char *rule)
+{
+    return check_value(value >= min && value <= max, name, value, rule);
+}
+
+/* Queue depths: -1 (automatic) or a positive count. */
+static bool check_depth(const char *name, int value)
+{
+    return check_value(-1 == value || value > 0, name, value, "-1 or more than 0");
+}
+
+int opal_btl_usnic_component_register(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    mca_btl_base_module_t *base = &opal_btl_usnic_module_template.super;
+    bool ok = true;
+
+    reg_int("max_btls", "Maximum number of usnic devices (ports) to use (0 = all)", 0,
+            &c->max_btls, OPAL_INFO_LVL_2);
+    reg_string("if_include",
+               "Comma-separated list of devices to use: verbs device names (e.g. rxe0), "
+               "netdev names, or IPv4 networks as a.b.c.d/n; mutually exclusive with "
+               "btl_usnic_if_exclude",
+               NULL, &c->if_include, OPAL_INFO_LVL_1);
+    reg_string("if_exclude",
+               "Comma-separated list of devices NOT to use: verbs device names, netdev names, "
+               "or IPv4 networks as a.b.c.d/n; mutually exclusive with btl_usnic_if_include",
+               NULL, &c->if_exclude, OPAL_INFO_LVL_1);
+    reg_int("stats", "Print transport statistics every this many seconds (0 = never; "
+            "a final report is printed at finalize when > 0)",
+            0, &c->stats_frequency, OPAL_INFO_LVL_4);
+    reg_bool("stats_relative", "If true, each statistics report shows the change since the "
+             "previous one (counters are reset after each print)",
+             false, &c->stats_relative, OPAL_INFO_LVL_4);
+    reg_int("want_numa_device_assignment",
+            "If 1, rate devices that are far from this process's NUMA node as slower, so "
+            "near devices are preferred (needs the process to be bound); 0 = off",
+            1, &c->want_numa_device_assignment, OPAL_INFO_LVL_5);
+    reg_int("gid_index", "GID table index to use on every device (-1 = the first IPv4 "
+            "RoCE v2 GID)", -1, &c->gid_index, OPAL_INFO_LVL_5);
+    reg_int("sd_num", "Send queue depth of the data channel (-1 = min(1024, device maximum))",
+            -1, &c->sd_num, OPAL_INFO_LVL_5);
+    reg_int("rd_num", "Receive queue depth of the data channel (-1 = min(1024, device "
+            "maximum))", -1, &c->rd_num, OPAL_INFO_LVL_5);
+    reg_int("prio_sd_num", "Send queue depth of the priority channel (-1 = 127, capped at "
+            "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
+    reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "
+            "the device maximum)", -1, &c->prio_rd_num, OPAL_INFO_LVL_5);
+    reg_int("cq_num", "Completion queue entries per channel (-1 = that channel's send plus "
+            "receive depth)", -1, &c->cq_num, OPAL_INFO_LVL_5);
+    reg_int("retrans_timeout", "Microseconds before an unacknowledged segment is "
+            "retransmitted", 5000, &c->retrans_timeout, OPAL_INFO_LVL_5);
+    reg_int("max_resends_per_iteration", "Most segments retransmitted in one progress pass, "
+            "so receives (and thus ACKs) keep being processed during a retransmit storm",
+            16, &c->max_resends_per_iteration, OPAL_INFO_LVL_5);
+    reg_int("ack_iteration_delay", "Progress passes to wait before sending a standalone ACK, "
+            "giving it a chance to ride on a data packet instead", 4,
+            &c->ack_iteration_delay, OPAL_INFO_LVL_5);
+    reg_int("priority_limit", "Largest message (bytes) sent on the priority channel fast "
+            "path (0 = as large as the priority channel allows)", 0, &c->priority_limit,
+            OPAL_INFO_LVL_5);
+    reg_int("pack_lazy_threshold", "Non-contiguous messages of at least this many bytes are "
+            "packed chunk by chunk as they are sent, smaller ones all at once "
+            "(-1 = always at once, 0 = always chunk by chunk)", 16384,
+            &c->pack_lazy_threshold, OPAL_INFO_LVL_5);
+    reg_int("arp_timeout", "Seconds to wait for address resolution (ARP) of peers before "
+            "giving up on them", 10, &c->arp_timeout, OPAL_INFO_LVL_5);
+    reg_bool("show_route_failures", "Show a warning when a peer cannot be reached through a "
+             "usnic device", true, &c->show_route_failures, OPAL_INFO_LVL_3);
+    reg_int("max_short_packets", "Warn once after this many truncated or malformed packets "
+            "have been dropped (0 = never warn)", 25, &c->max_short_packets, OPAL_INFO_LVL_5);
+    reg_int("peer_timeout", "Seconds a peer may leave outstanding data unacknowledged before "
+            "it is declared unreachable and the job is aborted (0 = retransmit forever)",
+            30, &c->peer_timeout, OPAL_INFO_LVL_4);
+    reg_string("rcache", "Registration cache used for send and receive buffers", "grdma",
+               &c->rcache_name, OPAL_INFO_LVL_5);
+    reg_string("mpool_hints", "Hints for choosing the memory pool of registered buffers",
+               NULL, &c->mpool_hints, OPAL_INFO_LVL_5);
+    reg_bool("connectivity_check", "Check with UDP pings that every peer interface answers, "
+             "with small and MTU-sized datagrams, and abort with a clear message if not",
+             true, &c->connectivity_enabled, OPAL_INFO_LVL_3);
+    reg_int("connectivity_ack_timeout", "Milliseconds to wait for a connectivity ping's reply "
+            "before sending it again", 250, &c->connectivity_ack_timeout, OPAL_INFO_LVL_3);
+    reg_int("connectivity_error_num_retries", "Connectivity ping rounds before a peer "
+            "interface is declared unreachable", 40, &c->connectivity_num_retries,
+            OPAL_INFO_LVL_3);
+    reg_string("connectivity_map", "If set, each process writes the devices it uses and the "
+               "peer interfaces it reaches to <prefix>-<host>.pid<pid>.job<jobid>.mcwrank"
+               "<rank>.txt", NULL, &c->connectivity_map_prefix, OPAL_INFO_LVL_3);
+
+    ok &= check_range("btl_usnic_max_btls", c->max_btls, 0, INT_MAX, "0 or more");
+    ok &= check_range("btl_usnic_stats", c->stats_frequency, 0, INT_MAX, "0 or more");
+    ok &= check_range("btl_usnic_gid_index", c->gid_index, -1, 255, "-1, or 0 to 255");
+    ok &= check_depth("btl_usnic_sd_num", c->sd_num);
+    ok &= check_depth("btl_usnic_rd_num", c->rd_num);
+    ok &= check_depth("btl_usnic_prio_sd_num", c->prio_sd_num);
+    ok &= check_depth("btl_usnic_prio_rd_num", c->prio_rd_num);
+    ok &= check_depth("btl_usnic_cq_num", c->cq_num);
+    ok &= check_range("btl_usnic_retrans_timeout", c->retrans_timeout, 100, 60000000,
+                      "100 to 60000000 microseconds");
+    ok &= check_range("btl_usnic_max_resends_per_iteration", c->max_resends_per_iteration, 1,
+                      INT_MAX, "1 or more");
+    ok &= check_range("btl_usnic_ack_iteration_delay", c->ack_iteration_delay, 0, INT_MAX,
+                      "0 or more");
+    ok &= check_range("btl_usnic_priority_limit", c->priority_limit, 0, INT_MAX, "0 or more");
+    ok &= check_range("btl_usnic_pack_lazy_threshold", c->pack_lazy_threshold, -1, INT_MAX,
+                      "-1 or more");
+    ok &= check_range("btl_usnic_arp_timeout", c->arp_timeout, 1, 3600, "1 to 3600 seconds");
+    ok &= check_range("btl_usnic_max_short_packets", c->max_short_packets, 0, INT_MAX,
+                      "0 or more");
+    ok &= check_range("btl_usnic_peer_timeout", c->peer_timeout, 0, 86400, "0 to 86400 seconds");
+    ok &= check_range("btl_usnic_connectivity_ack_timeout", c->connectivity_ack_timeout, 1,
+                      600000, "1 to 600000 milliseconds");
+    ok &= check_range("btl_usnic_connectivity_error_num_retries", c->connectivity_num_retries,
+                      1, INT_MAX, "1 or more");
+    ok &= check_range("btl_usnic_want_numa_device_assignment",
+                      c->want_numa_device_assignment, 0, 1, "0 or 1");
+
+    /* Base BTL values: defaults here, registered (and overridable) as
+     * btl_usnic_exclusivity, btl_usnic_eager_limit, ... by the BTL base. */
+    base->btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    base->btl_latency = 4;
+    base->btl_bandwidth = 0;
+    base->btl_eager_limit = USNIC_DFLT_EAGER_LIMIT_1DEV;
+    base->btl_rndv_eager_limit = USNIC_DFLT_RNDV_EAGER_LIMIT;
+    base->btl_max_send_size = USNIC_DFLT_EAGER_LIMIT_1DEV;
+    base->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                      MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
+    base->btl_put_limit = UINT32_MAX;
+    base->btl_put_alignment = 0;
+    if (OPAL_SUCCESS != mca_btl_base_param_register(&usnic_component.super.btl_version, base)) {
+        return OPAL_ERROR;
+    }
+    /* Sizes travel in 32-bit fields. */
+    ok &= check_range("btl_usnic_eager_limit", base->btl_eager_limit > INT_MAX ? -1 :
+                      (int) base->btl_eager_limit, 64, INT_MAX, "64 bytes to 2 GiB");
+    ok &= check_range("btl_usnic_max_send_size", base->btl_max_send_size > INT_MAX ? -1 :
+                      (int) base->btl_max_send_size, 64, INT_MAX, "64 bytes to 2 GiB");
+    if (base->btl_put_limit > UINT32_MAX) {
+        base->btl_put_limit = UINT32_MAX;
+    }
+
+    {
+        int idx = mca_base_var_find("opal", "btl", "usnic", "eager_limit");
+        mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+        if (idx >= 0) {
+            mca_base_var_get_value(idx, NULL, &source, NULL);
+        }
+        c->eager_limit_set_by_user = (MCA_BASE_VAR_SOURCE_DEFAULT != source);
+    }
+
+    return ok ? OPAL_SUCCESS : OPAL_ERR_BAD_PARAM;
+}

@@ -1,0 +1,123 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * A module is one usable device port: a protection domain, two UD channels
+ * (priority and data), the free lists that feed them, and the endpoints
+ * that talk through it.
+ */
+
+#ifndef BTL_USNIC_MODULE_H
+#define BTL_USNIC_MODULE_H
+
+#include <infiniband/verbs.h>
+#include <net/if.h>
+
+#include "opal/class/opal_free_list.h"
+#include "opal/class/opal_hash_table.h"
+#include "opal/class/opal_list.h"
+#include "opal/mca/rcache/rcache.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_stats.h"
+#include "btl_usnic_wire.h"
+
+BEGIN_C_DECLS
+
+enum {
+    USNIC_PRIORITY_CHANNEL = 0,
+    USNIC_DATA_CHANNEL = 1,
+    USNIC_NUM_CHANNELS = 2
+};
+
+typedef struct {
+    int index;                      /* USNIC_*_CHANNEL */
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    int sd_num;                     /* send queue depth granted */
+    int rd_num;                     /* receive queue depth granted */
+    int cq_num;
+    int sd_wqe;                     /* free send work requests */
+    uint32_t max_inline;
+    uint32_t mtu;                   /* largest datagram payload (after the GRH) */
+    opal_free_list_t recv_segs;
+    struct ibv_recv_wr *repost_head; /* receive buffers to hand back to the device */
+    struct ibv_recv_wr **repost_tail;
+    int repost_count;
+} opal_btl_usnic_channel_t;
+
+typedef struct opal_btl_usnic_module_t {
+    mca_btl_base_module_t super;
+
+    /* the device */
+    struct ibv_context *context;
+    struct ibv_device_attr dev_attr;
+    char dev_name[IBV_SYSFS_NAME_MAX];
+    uint8_t port_num;
+    int gid_index;
+    union ibv_gid gid;
+    uint32_t port_mtu;              /* active MTU of the port in bytes */
+
+    /* the netdev behind the port */
+    char if_name[IF_NAMESIZE];
+    uint32_t if_ipv4;               /* network order */
+    uint32_t if_prefix;
+    int if_mtu;
+    uint8_t if_mac[6];
+    uint32_t link_speed_mbps;
+    int numa_distance;
+
+    struct ibv_pd *pd;
+    mca_rcache_base_module_t *rcache;
+    opal_btl_usnic_channel_t channels[USNIC_NUM_CHANNELS];
+
+    /* payload sizes */
+    uint32_t max_frag_payload;      /* PML bytes in one unchunked datagram */
+    uint32_t max_chunk_payload;     /* PML bytes in one chunk */
+    uint32_t max_tiny_payload;      /* PML bytes allowed on the priority fast path */
+    int fastsend_wqe_thresh;
+
+    opal_free_list_t small_send_frags;
+    opal_free_list_t large_send_frags;
+    opal_free_list_t chunk_segs;
+    opal_free_list_t ack_segs;
+
+    /* sender name -> endpoint, for every endpoint of this module */
+    opal_hash_table_t senders;
+
+    opal_list_t all_endpoints;
+    opal_list_t endpoints_with_sends;
+    opal_list_t endpoints_that_need_acks;
+    opal_list_t pending_resend_segs;
+    opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
+
+    uint16_t isn;
+    usnic_modex_addr_t local_addr;
+
+    mca_btl_base_module_error_cb_fn_t pml_error_callback;
+    bool dead;                      /* fatal error seen; stop touching the device */
+
+    opal_btl_usnic_stats_t stats;
+    int stats_report_num;
+    opal_event_t stats_timer;
+    bool stats_timer_armed;
+} opal_btl_usnic_module_t;
+
+extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
+
+/* Create a module's verbs resources and lists; on failure everything it
+ * built is released again. */
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module);
+
+/* Progress one module: poll both channels, then run the send engine. */
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
+
+/* Rate the module by its NUMA distance from this process (btl_usnic_hwloc.c). */
+void opal_btl_usnic_hwloc_rate_module(opal_btl_usnic_module_t *module);
+
+/* Fatal error: tell the PML, which aborts the job. */
+void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, struct opal_proc_t *peer);
+
+END_C_DECLS
+#endif /* BTL_USNIC_MODULE_H */

@@ -1,0 +1,181 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Remote processes: modex records, validation, and the pairing of local
+ * modules with the peer's devices.
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/bipartite_graph.h"
+#include "opal/util/error.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_util.h"
+
+static void proc_construct(opal_btl_usnic_proc_t *p)
+{
+    p->proc_opal = NULL;
+    p->modex = NULL;
+    p->modex_count = 0;
+    p->match = NULL;
+    p->endpoints = NULL;
+}
+
+static void proc_destruct(opal_btl_usnic_proc_t *p)
+{
+    free(p->modex);
+    free(p->match);
+    free(p->endpoints);
+}
+OBJ_CLASS_INSTANCE(opal_btl_usnic_proc_t, opal_list_item_t, proc_construct, proc_destruct);
+
+static opal_btl_usnic_proc_t *proc_lookup(opal_proc_t *opal_proc)
+{
+    opal_btl_usnic_proc_t *p;
+    OPAL_LIST_FOREACH (p, &usnic_component.procs, opal_btl_usnic_proc_t) {
+        if (p->proc_opal == opal_proc) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static const char *peer_host(opal_proc_t *opal_proc)
+{
+    const char *h = opal_get_proc_hostname(opal_proc);
+    return NULL != h ? h : "(unknown)";
+}
+
+int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc_out)
+{
+    opal_btl_usnic_proc_t *p = proc_lookup(opal_proc);
+    usnic_modex_addr_t *modex = NULL;
+    uint8_t *raw = NULL;
+    size_t size = 0;
+    int rc;
+
+    if (NULL != p) {
+        *proc_out = p;
+        return OPAL_SUCCESS;
+    }
+    OPAL_MODEX_RECV(rc, &usnic_component.super.btl_version, &opal_proc->proc_name,
+                    &raw, &size);
+    modex = (usnic_modex_addr_t *) raw;
+    if (OPAL_ERR_NOT_FOUND == rc || OPAL_ERR_DATA_VALUE_NOT_FOUND == rc ||
+        (OPAL_SUCCESS == rc && 0 == size)) {
+        free(modex);
+        return OPAL_ERR_UNREACH;
+    }
+    if (OPAL_SUCCESS != rc) {
+        opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,
+                       opal_process_info.nodename, "(all devices)", "modex receive",
+                       opal_strerror(rc));
+        return rc;
+    }
+    if (0 != size % sizeof(*modex) || USNIC_MODEX_VERSION != modex[0].version) {
+        opal_show_help("help-mpi-btl-usnic.txt", "bad modex", true, opal_process_info.nodename,
+                       peer_host(opal_proc), size, sizeof(*modex), USNIC_MODEX_VERSION);
+        free(modex);
+        return OPAL_ERR_UNREACH;
+    }
+
+    p = OBJ_NEW(opal_btl_usnic_proc_t);
+    p->match = malloc(usnic_component.num_modules * sizeof(*p->match));
+    p->endpoints = calloc(usnic_component.num_modules, sizeof(*p->endpoints));
+    if (NULL == p || NULL == p->match || NULL == p->endpoints) {
+        OBJ_RELEASE(p);
+        free(modex);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    p->proc_opal = opal_proc;
+    p->hashed_name = opal_btl_usnic_hash_name(&opal_proc->proc_name);
+    p->modex = modex;
+    p->modex_count = size / sizeof(*modex);
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        p->match[i] = -2; /* not computed yet */
+    }
+    opal_list_append(&usnic_component.procs, &p->super);
+    *proc_out = p;
+    return OPAL_SUCCESS;
+}
+
+/* Preference for pairing a local module with a peer record: same subnet
+ * first, then the slower link of the two.  0 means "cannot pair". */
+static int64_t edge_weight(const opal_btl_usnic_module_t *m, const usnic_modex_addr_t *r)
+{
+    uint32_t mask = opal_btl_usnic_prefix_to_mask(m->if_prefix);
+    bool same_subnet = m->if_prefix == r->prefix &&
+                       (m->if_ipv4 & mask) == (r->ipv4_addr & mask);
+    uint32_t speed = m->link_speed_mbps < r->link_speed_mbps ? m->link_speed_mbps
+                                                             : r->link_speed_mbps;
+    uint64_t gbps = speed / 1000 > 255 ? 255 : speed / 1000;
+
+    return (int64_t)(((uint64_t) same_subnet << 48) | (gbps << 40) | (1ULL << 32));
+}
+
+/* Pair every local module with at most one peer record, most pairs first,
+ * best total weight second.  Both sides build the same graph (the process
+ * with the lower name on the left), so they reach the same pairing. */
+static int compute_matching(opal_btl_usnic_proc_t *p)
+{
+    int nm = usnic_component.num_modules, nr = (int) p->modex_count;
+    bool local_left = usnic_component.my_hashed_name < p->hashed_name;
+    opal_bp_graph_t *g = NULL;
+    int num_match = 0, *match = NULL, rc, idx;
+
+    for (int i = 0; i < nm; ++i) {
+        p->match[i] = -1;
+    }
+    rc = opal_bp_graph_create(NULL, NULL, &g);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    for (int v = 0; v < nm + nr; ++v) {
+        opal_bp_graph_add_vertex(g, NULL, &idx);
+    }
+    for (int i = 0; i < nm; ++i) {
+        for (int j = 0; j < nr; ++j) {
+            int lv = local_left ? i : nr + i;
+            int rv = local_left ? nm + j : j;
+            int64_t w = edge_weight(&usnic_component.modules[i], &p->modex[j]);
+            /* edges always run left to right */
+            rc = opal_bp_graph_add_edge(g, local_left ? lv : rv, local_left ? rv : lv, -w, 1,
+                                        NULL);
+            if (OPAL_SUCCESS != rc) {
+                opal_bp_graph_free(g);
+                return rc;
+            }
+        }
+    }
+    rc = opal_bp_graph_solve_bipartite_assignment(g, &num_match, &match);
+    if (OPAL_SUCCESS == rc) {
+        for (int k = 0; k < num_match; ++k) {
+            int a = match[2 * k], b = match[2 * k + 1];
+            int mod = local_left ? a : b - nr;
+            int rec = local_left ? b - nm : a;
+            if (mod >= 0 && mod < nm && rec >= 0 && rec < nr) {
+                p->match[mod] = rec;
+            }
+        }
+    }
+    free(match);
+    opal_bp_graph_free(g);
+    return rc;
+}
+
+int opal_btl_usnic_proc_match(opal_btl_usnic_proc_t *p, int module_index)
+{
+    if (-2 == p->match[module_index] && OPAL_SUCCESS != compute_matching(p)) {
+        return -1;
+    }
+    return p->match[module_index];
+}

@@ -1,0 +1,192 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Receive half of the reliability engine.  Nothing in a datagram is used
+ * before usnic_pkt_validate() accepted its lengths, the sender is known and
+ * its sequence number lies in the receive window.
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_recv.h"
+
+void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why)
+{
+    ++module->stats.num_bad_recvs;
+    if (usnic_component.max_short_packets > 0 &&
+        module->stats.num_bad_recvs == (uint64_t) usnic_component.max_short_packets) {
+        opal_show_help("help-mpi-btl-usnic.txt", "received too many bad packets", true,
+                       opal_process_info.nodename, module->dev_name,
+                       usnic_component.max_short_packets, usnic_pkt_result_str(why));
+    }
+}
+
+/* Hand a complete message to the PML. */
+static void deliver(opal_btl_usnic_module_t *module, uint8_t tag, void *data, size_t len)
+{
+    mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_base_segment_t seg;
+    mca_btl_base_descriptor_t desc;
+
+    if (OPAL_UNLIKELY(NULL == reg->cbfunc)) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
+        return;
+    }
+    seg.seg_addr.pval = data;
+    seg.seg_len = len;
+    desc.des_segments = &seg;
+    desc.des_segment_count = 1;
+    desc.des_flags = 0;
+    desc.des_cbfunc = NULL;
+    desc.des_cbdata = NULL;
+    desc.des_context = NULL;
+    desc.order = MCA_BTL_NO_ORDER;
+    reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
+}
+
+/* Reassembly of a chunk; returns false if the chunk was dropped without
+ * being recorded (so that the sender will send it again). */
+static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                       const usnic_btl_chunk_header_t *ch, const uint8_t *payload)
+{
+    usnic_rx_frag_t *slot;
+    uint32_t len = ch->hdr.payload_len;
+
+    if (NULL == ep->rx_frags) {
+        ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
+        if (NULL == ep->rx_frags) {
+            return false;
+        }
+    }
+    slot = &ep->rx_frags[ch->frag_id % USNIC_RX_FRAG_SLOTS];
+    switch (usnic_rx_classify_chunk(slot, ch)) {
+    case USNIC_CHUNK_BUSY:
+    case USNIC_CHUNK_MISMATCH:
+        ++module->stats.num_badfrag_recvs;
+        return false;
+    case USNIC_CHUNK_NEW:
+        slot->buf = 0 != ch->hdr.put_addr ? (uint8_t *)(uintptr_t) ch->hdr.put_addr
+                                          : malloc(ch->frag_size);
+        if (NULL == slot->buf) {
+            return false;
+        }
+        slot->frag_id = ch->frag_id;
+        slot->frag_size = ch->frag_size;
+        slot->bytes_left = ch->frag_size;
+        slot->put_addr = ch->hdr.put_addr;
+        slot->tag = ch->hdr.tag;
+        break;
+    case USNIC_CHUNK_FITS:
+        break;
+    }
+    if (len > slot->bytes_left) {
+        ++module->stats.num_badfrag_recvs;
+        return false;
+    }
+    memcpy(slot->buf + ch->frag_offset, payload, len);
+    slot->bytes_left -= len;
+    usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
+    if (0 == slot->bytes_left) {
+        if (0 == slot->put_addr) {
+            deliver(module, slot->tag, slot->buf, slot->frag_size);
+            free(slot->buf);
+        }
+        slot->buf = NULL;
+        slot->frag_id = 0;
+        /* A whole frag arrived: let the sender free it right away. */
+        opal_btl_usnic_schedule_ack(ep, true);
+    } else {
+        opal_btl_usnic_schedule_ack(ep, false);
+    }
+    return true;
+}
+
+void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
+                         uint32_t byte_len)
+{
+    opal_btl_usnic_channel_t *chan = &module->channels[rseg->base.channel];
+    usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
+    opal_btl_usnic_endpoint_t *ep = NULL;
+    usnic_pkt_result_t res;
+    size_t len;
+
+    ++module->stats.num_total_recvs;
+    if (OPAL_UNLIKELY(byte_len < USNIC_GRH_LEN || byte_len > rseg->len)) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_SHORT);
+        goto repost;
+    }
+    len = byte_len - USNIC_GRH_LEN;
+    res = usnic_pkt_validate(hdr, len, (uint32_t) module->super.btl_max_send_size);
+    if (OPAL_UNLIKELY(USNIC_PKT_OK != res)) {
+        opal_btl_usnic_count_bad(module, res);
+        goto repost;
+    }
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_hash_table_get_value_uint64(&module->senders,
+                                                                       hdr->sender,
+                                                                       (void **) &ep) ||
+                      NULL == ep || ep->exiting)) {
+        ++module->stats.num_unk_recvs;
+        goto repost;
+    }
+    if (hdr->ack_present) {
+        opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
+    }
+    if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
+        ++module->stats.num_ack_recvs;
+        goto repost;
+    }
+
+    switch (usnic_rx_classify(&ep->rx, hdr->pkt_seq)) {
+    case USNIC_RX_ACCEPT:
+        break;
+    case USNIC_RX_DUP:
+        ++module->stats.num_dup_recvs;
+        opal_btl_usnic_schedule_ack(ep, true);
+        goto repost;
+    case USNIC_RX_OOW_LOW:
+        ++module->stats.num_oow_low_recvs;
+        opal_btl_usnic_schedule_ack(ep, true);
+        goto repost;
+    case USNIC_RX_OOW_HIGH:
+        ++module->stats.num_oow_high_recvs;
+        opal_btl_usnic_schedule_ack(ep, true);
+        goto repost;
+    }
+
+    if (USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type) {
+        ++module->stats.num_frag_recvs;
+        usnic_rx_mark(&ep->rx, hdr->pkt_seq);
+        opal_btl_usnic_schedule_ack(ep, false);
+        if (0 != hdr->put_addr) {
+            memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
+        } else {
+            deliver(module, hdr->tag, hdr + 1, hdr->payload_len);
+        }
+    } else {
+        const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;
+        ++module->stats.num_chunk_recvs;
+        recv_chunk(module, ep, ch, (const uint8_t *)(ch + 1));
+    }
+    {
+        uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx.next_contig + 1);
+        if (depth > module->stats.max_rcvd_window_size) {
+            module->stats.max_rcvd_window_size = depth;
+        }
+    }
+
+repost:
+    rseg->wr.next = NULL;
+    *chan->repost_tail = &rseg->wr;
+    chan->repost_tail = &rseg->wr.next;
+    ++chan->repost_count;
+}

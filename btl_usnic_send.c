@@ -1,0 +1,326 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Send half of the reliability engine.  Every sequenced segment is
+ * recorded in the endpoint's window and checked into its retransmit hotel
+ * when posted; ACKs (btl_usnic_ack.c) check it out again.
+ */
+
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_verbs.h"
+
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->on_sends_list && !ep->failed && !opal_list_is_empty(&ep->send_queue) &&
+        ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
+        opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
+        ep->on_sends_list = true;
+    }
+}
+
+void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
+{
+    frag->queued = true;
+    opal_list_append(&ep->send_queue, &frag->queue_li);
+    opal_btl_usnic_check_rts(ep);
+}
+
+/* Post a segment; a post failure means the device is gone. */
+static void post_or_die(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                        opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, seg, channel))) {
+        opal_btl_usnic_module_fatal(module, NULL);
+        return;
+    }
+    ++seg->frag->segs_posted;
+    --ep->send_credits;
+}
+
+/* First transmission of a segment: give it the next sequence number,
+ * record it in the window, piggy-back an owed ACK, post, arm the timer. */
+static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    usnic_btl_header_t *hdr = seg->hdr;
+    uint16_t seq = ep->tx.next_seq_to_send++;
+    uint64_t inflight;
+
+    seg->seq = seq;
+    hdr->sender = usnic_component.my_hashed_name;
+    hdr->pkt_seq = seq;
+    hdr->put_addr = seg->frag->put_addr;
+    opal_btl_usnic_piggyback_ack(ep, hdr);
+    /* The dead-peer clock runs only while something is unacknowledged. */
+    if (1 == usnic_tx_window_inflight(&ep->tx)) {
+        ep->last_ack_time = usnic_component.coarse_time;
+    }
+
+    ep->sent_segs[seq & (USNIC_WINDOW_SIZE - 1)] = seg;
+    seg->ack_pending = true;
+    post_or_die(module, ep, seg, channel);
+    /* The window guarantees a free room. */
+    opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
+
+    inflight = usnic_tx_window_inflight(&ep->tx);
+    if (inflight > module->stats.max_sent_window_size) {
+        module->stats.max_sent_window_size = inflight;
+    }
+}
+
+void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
+                                    opal_btl_usnic_send_frag_t *frag)
+{
+    if (frag->local_done) {
+        return;
+    }
+    frag->local_done = true;
+    /* PUT completion is remote completion: reported once all is ACKed. */
+    if (0 == frag->put_addr && (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) &&
+        NULL != frag->base.des_cbfunc) {
+        ++module->stats.pml_send_callbacks;
+        frag->base.des_cbfunc(&module->super, frag->endpoint, &frag->base, OPAL_SUCCESS);
+    }
+}
+
+bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
+
+    /* Never overtake queued frags, and leave room for ACKs. */
+    if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
+        !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
+        ep->failed) {
+        return false;
+    }
+    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
+    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    frag->seg.hdr->payload_len = (uint16_t) frag->size;
+    frag->seg.hdr->tag = frag->tag;
+    frag->segs_unacked = 1;
+    send_segment(module, ep, &frag->seg, USNIC_PRIORITY_CHANNEL);
+    ++module->stats.num_fast_sends;
+    ++module->stats.num_frag_sends;
+    return true;
+}
+
+/* Copy the next chunk of a large frag into a chunk segment and send it.
+ * Returns true when that was the last chunk. */
+static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                            opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_chunk_t *chunk;
+    usnic_btl_chunk_header_t *ch;
+    size_t hdr_len = frag->segs[0].seg_len;
+    size_t len = frag->size - frag->sent_offset;
+    size_t off = frag->sent_offset;
+    uint8_t *dst;
+    size_t copied = 0;
+
+    chunk = (opal_btl_usnic_chunk_t *) opal_free_list_get(&module->chunk_segs);
+    if (OPAL_UNLIKELY(NULL == chunk)) {
+        return false; /* try again next pass */
+    }
+    if (0 == frag->frag_id) {
+        frag->frag_id = ep->next_frag_id++;
+        if (0 == ep->next_frag_id) {
+            ep->next_frag_id = 1;
+        }
+        ++ep->active_large_frags;
+        frag->segs_unacked = (uint32_t)((frag->size + module->max_chunk_payload - 1) /
+                                        module->max_chunk_payload);
+    }
+    if (len > module->max_chunk_payload) {
+        len = module->max_chunk_payload;
+    }
+    dst = chunk->seg.payload;
+
+    /* The PML header (segment 0) comes first, then the data. */
+    if (off < hdr_len) {
+        size_t n = hdr_len - off < len ? hdr_len - off : len;
+        memcpy(dst, frag->hdr_room + off, n);
+        copied = n;
+    }
+    if (copied < len) {
+        size_t data_off = off + copied - hdr_len;
+        size_t n = len - copied;
+        if (frag->lazy) {
+            struct iovec iov = {.iov_base = dst + copied, .iov_len = n};
+            uint32_t iov_count = 1;
+            size_t max_data = n;
+            opal_convertor_pack(&frag->conv, &iov, &iov_count, &max_data);
+        } else {
+            const uint8_t *src = NULL != frag->pack_buf ? frag->pack_buf
+                                                        : frag->segs[1].seg_addr.pval;
+            memcpy(dst + copied, src + data_off, n);
+        }
+    }
+
+    chunk->seg.frag = frag;
+    chunk->seg.len = sizeof(*ch) + len;
+    ch = (usnic_btl_chunk_header_t *) chunk->seg.hdr;
+    ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
+    ch->hdr.payload_len = (uint16_t) len;
+    ch->hdr.tag = frag->tag;
+    ch->frag_id = frag->frag_id;
+    ch->frag_size = (uint32_t) frag->size;
+    ch->frag_offset = (uint32_t) off;
+    frag->sent_offset += len;
+    send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
+    ++module->stats.num_chunk_sends;
+    return frag->sent_offset >= frag->size;
+}
+
+/* Send one segment of the endpoint's head frag. */
+static void send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_send_frag_t *frag =
+        usnic_container_of(opal_list_get_first(&ep->send_queue), opal_btl_usnic_send_frag_t,
+                           queue_li);
+    bool last;
+
+    if (USNIC_FRAG_SMALL == frag->type) {
+        frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
+        frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+        frag->seg.hdr->payload_len = (uint16_t) frag->size;
+        frag->seg.hdr->tag = frag->tag;
+        frag->segs_unacked = 1;
+        send_segment(module, ep, &frag->seg, USNIC_DATA_CHANNEL);
+        ++module->stats.num_frag_sends;
+        last = true;
+    } else {
+        /* Keep reassembly slots unique at the receiver (see USNIC_RX_FRAG_SLOTS). */
+        if (0 == frag->frag_id && ep->active_large_frags >= USNIC_RX_FRAG_SLOTS) {
+            opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
+            ep->on_sends_list = false;
+            return;
+        }
+        last = send_next_chunk(module, ep, frag);
+    }
+    if (last) {
+        opal_list_remove_item(&ep->send_queue, &frag->queue_li);
+        frag->queued = false;
+        opal_btl_usnic_frag_local_done(module, frag);
+        opal_btl_usnic_frag_return_if_done(module, frag);
+    }
+}
+
+/* Timed-out segments go out again, a bounded number per pass so that
+ * receives (and with them ACKs) keep being processed. */
+static void do_resends(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
+    int n = 0;
+
+    while (data->sd_wqe > 0 && n < usnic_component.max_resends_per_iteration &&
+           !opal_list_is_empty(&module->pending_resend_segs)) {
+        opal_list_item_t *li = opal_list_remove_first(&module->pending_resend_segs);
+        opal_btl_usnic_send_seg_t *seg = usnic_container_of(li, opal_btl_usnic_send_seg_t,
+                                                            resend_li);
+        opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
+
+        seg->on_resend_list = false;
+        if (ep->failed) {
+            continue;
+        }
+        /* Still owned by the device from the previous post: it will go
+         * out; just wait for it again. */
+        if (0 == seg->posted) {
+            seg->hdr->ack_present = 0;
+            post_or_die(module, ep, seg, USNIC_DATA_CHANNEL);
+            ++module->stats.num_resends;
+            ++n;
+        }
+        opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
+    }
+}
+
+void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
+
+    do_resends(module);
+
+    while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
+        opal_btl_usnic_endpoint_t *ep =
+            usnic_container_of(opal_list_get_first(&module->endpoints_with_sends),
+                               opal_btl_usnic_endpoint_t, sends_li);
+
+        send_from_queue(module, ep);
+        if (!ep->on_sends_list) {
+            continue;
+        }
+        /* Round robin between endpoints, one segment at a time. */
+        opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
+        ep->on_sends_list = false;
+        opal_btl_usnic_check_rts(ep);
+    }
+
+    opal_btl_usnic_send_due_acks(module);
+}
+
+void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    if (seg->hotel_room >= 0) {
+        opal_hotel_checkout(&ep->hotel, seg->hotel_room);
+        seg->hotel_room = -1;
+    }
+    if (seg->on_resend_list) {
+        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
+        seg->on_resend_list = false;
+    }
+    seg->ack_pending = false;
+    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
+        opal_free_list_return(&module->chunk_segs,
+                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+    }
+    if (0 != --frag->segs_unacked) {
+        return;
+    }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        --ep->active_large_frags;
+    }
+    if (0 != frag->put_addr && NULL != frag->put_cb) {
+        mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
+        frag->put_cb = NULL;
+        cb(&module->super, ep, frag->put_local, NULL, frag->put_context, frag->put_cbdata,
+           OPAL_SUCCESS);
+    }
+    opal_btl_usnic_frag_return_if_done(module, frag);
+}
+
+void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg,
+                                  int channel)
+{
+    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    ++module->channels[channel].sd_wqe;
+    --seg->posted;
+    --frag->segs_posted;
+    ++ep->send_credits;
+    if (USNIC_SEG_CHUNK == seg->base.type) {
+        if (!seg->ack_pending && 0 == seg->posted) {
+            opal_free_list_return(&module->chunk_segs,
+                                  &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+        }
+    }
+    opal_btl_usnic_frag_return_if_done(module, frag);
+    opal_btl_usnic_check_rts(ep);
+}

@@ -1,0 +1,43 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The send half of the reliability engine: sequencing, posting, chunking,
+ * retransmits and send completions.
+ */
+
+#ifndef BTL_USNIC_SEND_H
+#define BTL_USNIC_SEND_H
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+
+BEGIN_C_DECLS
+
+/* Put the endpoint on the module's ready list if it can send now. */
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+
+/* Queue a frag whose segments are filled in; sending happens in progress. */
+void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);
+
+/* Try the priority-channel fast path for a small frag: true if it went out. */
+bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_frag_t *frag);
+
+/* Resends, then new sends, then due standalone ACKs. */
+void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module);
+
+/* A send work request finished (successfully or not). */
+void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg,
+                                  int channel);
+
+/* Tell the PML its send buffer is free again (once per frag). */
+void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
+                                    opal_btl_usnic_send_frag_t *frag);
+
+/* A segment is acknowledged (called by the ACK code). */
+void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg);
+
+END_C_DECLS
+#endif /* BTL_USNIC_SEND_H */

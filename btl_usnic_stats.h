@@ -1,0 +1,57 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Per-module counters: what the transport did, and every packet it dropped.
+ */
+
+#ifndef BTL_USNIC_STATS_H
+#define BTL_USNIC_STATS_H
+
+#include <stdint.h>
+
+#include "btl_usnic_window.h"
+
+/* X-macro so the struct, the printer and the MPI_T export share one list. */
+#define USNIC_STATS_COUNTERS(X)                                               \
+    X(num_total_sends, "datagrams sent (data, chunks, ACKs, resends)")       \
+    X(num_frag_sends, "small fragments sent")                                 \
+    X(num_chunk_sends, "chunks of large fragments sent")                      \
+    X(num_ack_sends, "standalone ACKs sent")                                  \
+    X(num_fast_sends, "fragments sent on the priority channel fast path")    \
+    X(num_resends, "segments retransmitted")                                  \
+    X(num_timeout_retrans, "retransmits caused by the retransmit timer")     \
+    X(num_fast_retrans, "retransmits caused by duplicate ACKs")              \
+    X(num_total_recvs, "datagrams received")                                  \
+    X(num_frag_recvs, "small fragments received")                             \
+    X(num_chunk_recvs, "chunks received")                                     \
+    X(num_ack_recvs, "standalone ACKs received")                              \
+    X(num_unk_recvs, "datagrams from unknown senders dropped")               \
+    X(num_dup_recvs, "duplicate datagrams dropped")                          \
+    X(num_oow_low_recvs, "datagrams below the receive window dropped")       \
+    X(num_oow_high_recvs, "datagrams above the receive window dropped")      \
+    X(num_badfrag_recvs, "chunks dropped: reassembly slot busy or mismatched") \
+    X(num_bad_recvs, "malformed datagrams dropped")                           \
+    X(num_crc_errors, "receive completions with an error status")            \
+    X(num_old_dup_acks, "old ACKs ignored")                                   \
+    X(num_dup_acks, "duplicate ACKs")                                         \
+    X(num_bogus_acks, "ACKs for sequences never sent, ignored")              \
+    X(num_recv_reposts, "receive buffers reposted")                           \
+    X(pml_module_sends, "fragments the PML gave us")                          \
+    X(pml_send_callbacks, "send completions reported to the PML")            \
+    X(num_puts, "emulated PUTs started")
+
+typedef struct {
+#define USNIC_STATS_FIELD(name, desc) uint64_t name;
+    USNIC_STATS_COUNTERS(USNIC_STATS_FIELD)
+#undef USNIC_STATS_FIELD
+    uint64_t max_sent_window_size;
+    uint64_t max_rcvd_window_size;
+} opal_btl_usnic_stats_t;
+
+struct opal_btl_usnic_module_t;
+
+/* Print one report line per module ("final" at finalize). */
+void opal_btl_usnic_stats_print(struct opal_btl_usnic_module_t *module, const char *prefix);
+
+#endif /* BTL_USNIC_STATS_H */

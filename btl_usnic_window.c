@@ -1,0 +1,137 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Pure reliability arithmetic; see btl_usnic_window.h.
+ */
+
+#include <string.h>
+
+#include "btl_usnic_window.h"
+
+usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack)
+{
+    int16_t d = USNIC_SEQ_DIFF16(ack, w->ack_seq_rcvd);
+    if (0 == d) {
+        return USNIC_ACK_DUP;
+    }
+    if (d < 0) {
+        return USNIC_ACK_OLD;
+    }
+    /* Anything at or beyond the next sequence to send was never sent. */
+    if (USNIC_SEQ_DIFF16(ack, w->next_seq_to_send) >= 0) {
+        return USNIC_ACK_BOGUS;
+    }
+    return USNIC_ACK_NEW;
+}
+
+void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits)
+{
+    w->next_contig = first_seq;
+    w->highest_rcvd = (uint16_t)(first_seq - 1);
+    w->size = size;
+    w->start = 0;
+    w->bits = bits;
+    memset(bits, 0, size / 8);
+}
+
+static inline bool bit_test(const uint64_t *bits, uint32_t i)
+{
+    return (bits[i >> 6] >> (i & 63)) & 1;
+}
+
+usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq)
+{
+    int16_t d = USNIC_SEQ_DIFF16(seq, w->next_contig);
+    if (d < 0) {
+        return USNIC_RX_OOW_LOW;
+    }
+    if ((uint32_t)d >= w->size) {
+        return USNIC_RX_OOW_HIGH;
+    }
+    if (bit_test(w->bits, (w->start + (uint32_t)d) & (w->size - 1))) {
+        return USNIC_RX_DUP;
+    }
+    return USNIC_RX_ACCEPT;
+}
+
+uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq)
+{
+    uint32_t mask = w->size - 1;
+    uint32_t i = (w->start + (uint16_t)(seq - w->next_contig)) & mask;
+    uint32_t moved = 0;
+
+    w->bits[i >> 6] |= 1ULL << (i & 63);
+    if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {
+        w->highest_rcvd = seq;
+    }
+    while (bit_test(w->bits, w->start)) {
+        w->bits[w->start >> 6] &= ~(1ULL << (w->start & 63));
+        w->start = (w->start + 1) & mask;
+        ++w->next_contig;
+        ++moved;
+    }
+    return moved;
+}
+
+usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size)
+{
+    const usnic_btl_header_t *h = buf;
+    const usnic_btl_chunk_header_t *ch = buf;
+
+    if (len < sizeof(*h)) {
+        return USNIC_PKT_SHORT;
+    }
+    switch (h->payload_type) {
+    case USNIC_PAYLOAD_TYPE_ACK:
+        if (!h->ack_present || 0 != h->payload_len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_FRAG:
+        if (sizeof(*h) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_CHUNK:
+        if (len < sizeof(*ch)) {
+            return USNIC_PKT_SHORT;
+        }
+        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
+            (0 == h->put_addr && ch->frag_size > max_frag_size) ||
+            ch->frag_offset >= ch->frag_size ||
+            h->payload_len > ch->frag_size - ch->frag_offset) {
+            return USNIC_PKT_BAD_CHUNK;
+        }
+        return USNIC_PKT_OK;
+    default:
+        return USNIC_PKT_BAD_TYPE;
+    }
+}
+
+const char *usnic_pkt_result_str(usnic_pkt_result_t r)
+{
+    static const char *const names[USNIC_PKT_NUM_RESULTS] = {
+        "ok", "short packet", "length mismatch", "unknown payload type", "chunk out of range",
+    };
+    return (r >= 0 && r < USNIC_PKT_NUM_RESULTS) ? names[r] : "?";
+}
+
+usnic_chunk_class_t usnic_rx_classify_chunk(const usnic_rx_frag_t *slot,
+                                            const usnic_btl_chunk_header_t *ch)
+{
+    if (0 == slot->frag_id) {
+        return USNIC_CHUNK_NEW;
+    }
+    if (slot->frag_id != ch->frag_id) {
+        return USNIC_CHUNK_BUSY;
+    }
+    if (slot->frag_size != ch->frag_size || slot->put_addr != ch->hdr.put_addr ||
+        slot->tag != ch->hdr.tag) {
+        return USNIC_CHUNK_MISMATCH;
+    }
+    return USNIC_CHUNK_FITS;
+}

@@ -1,0 +1,124 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The pure half of the reliability engine: send and receive windows, ACK
+ * classification and received-packet validation.  No verbs and no Open MPI
+ * calls here, so unit tests and the fuzzer can drive it directly.
+ */
+
+#ifndef BTL_USNIC_WINDOW_H
+#define BTL_USNIC_WINDOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btl_usnic_wire.h"
+
+#define USNIC_SEQ_DIFF16(a, b) ((int16_t)(uint16_t)((a) - (b)))
+
+/* ---- sender side ---- */
+
+typedef struct {
+    uint16_t next_seq_to_send;  /* next sequence number to assign */
+    uint16_t ack_seq_rcvd;      /* highest sequence cumulatively ACKed */
+    uint32_t size;              /* how many may be outstanding */
+} usnic_tx_window_t;
+
+static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint32_t size)
+{
+    w->next_seq_to_send = isn;
+    w->ack_seq_rcvd = (uint16_t)(isn - 1);
+    w->size = size;
+}
+
+/* Segments sent but not yet ACKed. */
+static inline uint32_t usnic_tx_window_inflight(const usnic_tx_window_t *w)
+{
+    return (uint16_t)(w->next_seq_to_send - w->ack_seq_rcvd - 1);
+}
+
+static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
+{
+    return usnic_tx_window_inflight(w) < w->size;
+}
+
+typedef enum {
+    USNIC_ACK_NEW,      /* acknowledges one or more outstanding segments */
+    USNIC_ACK_DUP,      /* repeats the last ACK: the next segment was likely lost */
+    USNIC_ACK_OLD,      /* older than what we already know */
+    USNIC_ACK_BOGUS,    /* acknowledges something never sent: ignore it */
+} usnic_ack_class_t;
+
+usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack);
+
+/* ---- receiver side ---- */
+
+typedef struct {
+    uint16_t next_contig;       /* left edge: lowest sequence not yet received */
+    uint16_t highest_rcvd;      /* statistics only */
+    uint32_t size;              /* window width, a power of two, multiple of 64 */
+    uint32_t start;             /* bitmap index of next_contig */
+    uint64_t *bits;             /* size bits: received segments at and above next_contig */
+} usnic_rx_window_t;
+
+typedef enum {
+    USNIC_RX_ACCEPT,
+    USNIC_RX_DUP,
+    USNIC_RX_OOW_LOW,
+    USNIC_RX_OOW_HIGH,
+} usnic_rx_class_t;
+
+/* bits must point to size/64 zeroed words. */
+void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits);
+usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq);
+/* Record an accepted sequence; returns how far the left edge moved. */
+uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq);
+
+/* The value to put in an ACK: the highest contiguous sequence received. */
+static inline uint16_t usnic_rx_ack_value(const usnic_rx_window_t *w)
+{
+    return (uint16_t)(w->next_contig - 1);
+}
+
+/* ---- received-packet validation ---- */
+
+typedef enum {
+    USNIC_PKT_OK = 0,
+    USNIC_PKT_SHORT,          /* shorter than its headers */
+    USNIC_PKT_BAD_LENGTH,     /* header lengths disagree with the bytes received */
+    USNIC_PKT_BAD_TYPE,
+    USNIC_PKT_BAD_CHUNK,      /* chunk offset/size outside its fragment or limits */
+    USNIC_PKT_NUM_RESULTS
+} usnic_pkt_result_t;
+
+/* Checks a datagram's headers against the bytes the device delivered
+ * (payload after the GRH).  max_frag_size bounds chunked fragments. */
+usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size);
+
+const char *usnic_pkt_result_str(usnic_pkt_result_t r);
+
+/* ---- reassembly ---- */
+
+/* One fragment being put together from chunks. */
+typedef struct {
+    uint32_t frag_id;           /* 0 = slot free */
+    uint32_t frag_size;
+    uint32_t bytes_left;
+    uint64_t put_addr;          /* 0, or where an emulated PUT lands */
+    uint8_t *buf;               /* reassembly buffer (sends) or put target */
+    uint8_t tag;
+} usnic_rx_frag_t;
+
+typedef enum {
+    USNIC_CHUNK_FITS,           /* belongs to the fragment in this slot */
+    USNIC_CHUNK_NEW,            /* slot free: starts a new fragment */
+    USNIC_CHUNK_BUSY,           /* slot taken by another fragment: drop, it will come again */
+    USNIC_CHUNK_MISMATCH,       /* same id, different size or target: drop as bad */
+} usnic_chunk_class_t;
+
+usnic_chunk_class_t usnic_rx_classify_chunk(const usnic_rx_frag_t *slot,
+                                            const usnic_btl_chunk_header_t *ch);
+
+#endif /* BTL_USNIC_WINDOW_H */

@@ -1,0 +1,68 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * On-the-wire formats.  Plain C, no Open MPI types: the pure protocol code,
+ * the unit tests, the fuzzer and the rogue-sender tool all include this.
+ * Fields are host byte order (homogeneous x86-64 jobs), IPv4 addresses
+ * network order.
+ */
+
+#ifndef BTL_USNIC_WIRE_H
+#define BTL_USNIC_WIRE_H
+
+#include <stdint.h>
+
+/* Bytes the device writes in front of every UD receive (RoCE carries a GRH). */
+#define USNIC_GRH_LEN 40
+
+enum {
+    USNIC_PAYLOAD_TYPE_ACK = 1,
+    USNIC_PAYLOAD_TYPE_FRAG = 2,
+    USNIC_PAYLOAD_TYPE_CHUNK = 3,
+};
+
+/* Every datagram starts with this 32-byte header. */
+typedef struct {
+    uint64_t sender;        /* (jobid << 32) | vpid of the sending process */
+    uint16_t pkt_seq;       /* sequence number; unused in ACKs */
+    uint16_t ack_seq;       /* cumulative ACK, valid if ack_present */
+    uint16_t payload_len;   /* bytes after this (or the chunk) header */
+    uint16_t reserved;
+    uint64_t put_addr;      /* 0 for a send, else the target address of an emulated PUT */
+    uint8_t payload_type;   /* USNIC_PAYLOAD_TYPE_* */
+    uint8_t ack_present;
+    uint8_t tag;            /* active-message tag for the PML */
+    uint8_t pad[5];
+} usnic_btl_header_t;
+
+/* A chunk of a fragment too large for one datagram: 48 bytes. */
+typedef struct {
+    usnic_btl_header_t hdr;
+    uint32_t frag_id;       /* per sending endpoint, never 0 */
+    uint32_t frag_size;     /* total bytes of the fragment */
+    uint32_t frag_offset;   /* where this chunk's payload goes */
+    uint32_t pad;
+} usnic_btl_chunk_header_t;
+
+/* One record per usable device, published in the modex. */
+#define USNIC_MODEX_VERSION 1
+typedef struct {
+    uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
+    uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */
+    uint32_t qkey;              /* senders must use this Q_Key */
+    uint32_t ipv4_addr;         /* network order */
+    uint32_t prefix;            /* netmask length */
+    uint32_t connectivity_udp_port;
+    uint32_t link_speed_mbps;
+    uint16_t mtu;               /* largest UD payload this device receives */
+    uint16_t isn;               /* first sequence number we send */
+    uint16_t version;           /* USNIC_MODEX_VERSION */
+    uint8_t mac[6];
+} usnic_modex_addr_t;
+
+_Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
+_Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 56, "modex record must be 56 bytes");
+
+#endif /* BTL_USNIC_WIRE_H */
