@@ -1,0 +1,51 @@
+#!/bin/bash
+# test/run-all.sh: the project's whole test run (what CI runs, from a fresh clone):
+#   deps      tools/deps.sh (packages + VM cache)
+#   build     make -C standalone
+#   install   make -C standalone install (into Open MPI's component dir, for the VM tests)
+#   unit      make -C standalone check     (prints "unit: N passed, N failed")
+#   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
+#   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
+# Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
+# line counts with those numbers, any other step as one test. Ends with the line
+# "N passed, N failed" and exits non-zero if anything failed.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+OUT=$(mktemp) || exit 2
+trap 'rm -f "$OUT"' EXIT
+npass=0 nfail=0 table=()
+
+# step NAME CMD...: run CMD with its output streamed, time it and count its tests
+step() {
+    local name=$1 t0=$SECONDS rc p f res counts; shift
+    echo "=== $name: $*"
+    "$@" 2>&1 | tee "$OUT"
+    rc=${PIPESTATUS[0]}
+    counts=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$OUT" | tail -n 1)
+    if [[ $counts =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+        [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1   # it failed beyond its own tests (e.g. the VM)
+    elif [ "$rc" = 0 ]; then p=1 f=0
+    else p=0 f=1
+    fi
+    res=PASS; [ "$rc" = 0 ] && [ "$f" = 0 ] || res=FAIL
+    npass=$((npass + p)) nfail=$((nfail + f))
+    table+=("$(printf '%-8s %s %5ss  (%s passed, %s failed)' "$name" "$res" $((SECONDS - t0)) "$p" "$f")")
+    echo "--- $name: $res ($((SECONDS - t0))s, exit code $rc)"
+}
+
+step deps tools/deps.sh
+step build make -C standalone
+step install make -C standalone install
+step unit make -C standalone check
+if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
+    table+=("$(printf '%-8s SKIP (USNIC_SKIP_INTREE=1)' intree)")
+else
+    step intree tools/intree-check.sh
+fi
+step vm test/vm/run.sh
+
+echo "=== summary"
+printf '%s\n' "${table[@]}"
+echo "$npass passed, $nfail failed"
+[ "$nfail" = 0 ]

@@ -1,0 +1,69 @@
+#!/bin/bash
+# test/vm/run.sh [t-NAME...]: run the VM integration tests test/vm/t-*.sh (default: all) one
+# after the other in ONE rxe-vm VM (booting takes longer than most tests). Prints
+# `PASS|FAIL NAME (Ns)` per test and finally `vm: N passed, N failed`; exits non-zero if a
+# test failed or the VM did. Each test's output goes to test/vm/logs/NAME.log.
+# A test may set its timeout with a header line `# vm-timeout: SECONDS` (default 300);
+# RXE_VM_TIMEOUT (the whole VM) defaults to the sum of the tests' timeouts plus boot time.
+set -u
+VM=$(cd "$(dirname "$0")" && pwd)
+REPO=${VM%/test/vm}
+LOGS=$VM/logs
+
+if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest NAME:TIMEOUT...
+    shift
+    . "$VM/lib.sh"
+    cd "$REPO" || exit 2
+    for spec; do
+        name=${spec%:*} to=${spec##*:}; log=$LOGS/$name.log
+        t0=$SECONDS
+        timeout -k 10 "$to" bash "$VM/$name.sh" > "$log" 2>&1
+        rc=$?
+        t=$((SECONDS - t0))
+        # Give the next test clean hosts: nothing but tests runs in nsA/nsB, so any process
+        # still there (an orted that did not exit, say) was left behind by this one.
+        left=$(ip netns pids nsA; ip netns pids nsB)
+        [ -n "$left" ] && { echo "run.sh: killing leftover processes:"; ps -o pid,args -p "${left//$'\n'/,}"; } >> "$log"
+        [ -n "$left" ] && kill -KILL $left 2>/dev/null
+        netem_clear
+        if [ "$rc" = 0 ]; then
+            echo "PASS $name (${t}s)"
+        else
+            echo "FAIL $name (${t}s)"
+            [ "$rc" = 124 ] && echo "    timed out after ${to}s"
+            tail -n 20 "$log" | sed 's/^/    /'
+        fi
+    done
+    exit 0
+fi
+
+[ $# -gt 0 ] || set -- "$VM"/t-*.sh
+specs=() sum=0
+for t; do
+    name=${t##*/}; name=${name%.sh}
+    [ -f "$VM/$name.sh" ] || { echo "run.sh: no such test: $VM/$name.sh" >&2; exit 2; }
+    to=$(sed -n 's/^# vm-timeout: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
+    specs+=("$name:${to:=300}")
+    sum=$((sum + to + 10))                  # + timeout's -k grace
+done
+mkdir -p "$LOGS" || exit 2
+for s in "${specs[@]}"; do rm -f "$LOGS/${s%:*}.log"; done
+# the logs are written from inside the guest: the repo must be shared read-write
+export RXE_VM_RW=$REPO RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((sum + 180))}
+cd "$REPO" || exit 2
+t0=$SECONDS
+tools/rxe-vm/rxe-vm test/vm/run.sh --in-guest "${specs[@]}" | tee "$LOGS/run.log"
+vmrc=${PIPESTATUS[0]}
+npass=0 nfail=0
+for s in "${specs[@]}"; do
+    name=${s%:*}
+    if grep -q "^PASS $name (" "$LOGS/run.log"; then npass=$((npass + 1))
+    else
+        grep -q "^FAIL $name (" "$LOGS/run.log" || echo "FAIL $name (not run)"
+        nfail=$((nfail + 1))
+    fi
+done
+[ "$vmrc" = 0 ] || echo "vm: the VM failed (rxe-vm exit code $vmrc)"
+echo "vm: VM run took $((SECONDS - t0))s, logs in $LOGS"
+echo "vm: $npass passed, $nfail failed"
+[ "$nfail" = 0 ] && [ "$vmrc" = 0 ]

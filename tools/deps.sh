@@ -1,0 +1,38 @@
+#!/bin/bash
+# tools/deps.sh [--no-vm-prepare]: install every Debian package the project needs (build,
+# unit tests, in-tree check, VM tests, plots), then warm up the VM cache with
+# `tools/rxe-vm/rxe-vm --prepare` (kernel download + image build; skipped with
+# --no-vm-prepare or USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it
+# only runs one dpkg-query (and rxe-vm --prepare, itself a fast no-op once its cache is built).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils
+      ibverbs-providers rdma-core libnl-3-dev libnl-route-3-dev libhwloc-dev perftest
+      qemu-system-x86 busybox-static xz-utils zstd iproute2 util-linux autoconf automake
+      libtool flex dpkg-dev clang gnuplot-nox valgrind)
+skip_vm=${USNIC_SKIP_VM_PREPARE:-0}
+case ${1:-} in
+    --no-vm-prepare) skip_vm=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--no-vm-prepare]" >&2; exit 2 ;;
+esac
+
+# dpkg-query fails when it has never heard of a package; it still lists the others
+installed=" $({ dpkg-query -W -f='${db:Status-Abbrev}|${Package}\n' "${PKGS[@]}" 2>/dev/null || true; } |
+              sed -n 's/^ii *|//p' | tr '\n' ' ') "
+missing=()
+for p in "${PKGS[@]}"; do
+    case $installed in *" $p "*) ;; *) missing+=("$p") ;; esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+    echo "deps: installing ${missing[*]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 \
+        install -y "${missing[@]}"
+fi
+echo "deps: all ${#PKGS[@]} packages installed"
+
+[ "$skip_vm" = 1 ] || tools/rxe-vm/rxe-vm --prepare
