@@ -60,7 +60,6 @@ typedef struct opal_btl_usnic_component_t {
     /* modules */
     int num_modules;
     struct opal_btl_usnic_module_t *modules;      /* array, num_modules long */
-    mca_btl_base_module_t **module_ptrs;          /* what btl_init returns */
 
     /* all remote procs known to any module */
     opal_list_t procs;

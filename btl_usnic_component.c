@@ -83,7 +83,6 @@ static int usnic_component_open(void)
     c->output = opal_btl_base_framework.framework_output;
     c->num_modules = 0;
     c->modules = NULL;
-    c->module_ptrs = NULL;
     c->contexts = NULL;
     c->num_contexts = 0;
     c->filter = NULL;
@@ -107,12 +106,10 @@ static int usnic_component_close(void)
     }
     free(c->contexts);
     free(c->modules);
-    free(c->module_ptrs);
     opal_btl_usnic_free_filter(c->filter);
     c->contexts = NULL;
     c->num_contexts = 0;
     c->modules = NULL;
-    c->module_ptrs = NULL;
     c->filter = NULL;
     c->num_modules = 0;
     return OPAL_SUCCESS;
@@ -228,6 +225,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
 {
     opal_btl_usnic_component_t *c = &usnic_component;
     opal_btl_usnic_port_t *ports = NULL;
+    mca_btl_base_module_t **btls = NULL;
     int num_ports = 0;
     (void) progress_threads;
 
@@ -317,14 +315,15 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
             }
         }
     }
-    c->module_ptrs = calloc(c->num_modules > 0 ? c->num_modules : 1, sizeof(*c->module_ptrs));
-    if (NULL == c->module_ptrs) {
+    /* The BTL base frees this array. */
+    btls = calloc(c->num_modules > 0 ? c->num_modules : 1, sizeof(*btls));
+    if (NULL == btls) {
         c->num_modules = 0;
         goto done;
     }
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_t *m = &c->modules[i];
-        c->module_ptrs[i] = &m->super;
+        btls[i] = &m->super;
         if (c->stats_frequency > 0) {
             struct timeval tv = {.tv_sec = c->stats_frequency, .tv_usec = 0};
             opal_event_evtimer_set(opal_sync_event_base, &m->stats_timer, stats_timer_cb, m);
@@ -338,10 +337,11 @@ done:
     modex_send();
     if (0 == c->num_modules) {
         usnic_verbose(5, "%s: no usable devices", opal_process_info.nodename);
+        free(btls);
         return NULL;
     }
     *num_btls = c->num_modules;
-    return c->module_ptrs;
+    return btls;
 }
 
 int opal_btl_usnic_component_progress(void)

@@ -67,8 +67,11 @@ static double now_sec(void)
 static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t **eps, int n)
 {
     double last_progress = now_sec();
-    int pending = n;
+    int pending = 0;
 
+    for (int i = 0; i < n; ++i) {
+        pending += (NULL != eps[i]);
+    }
     while (pending > 0) {
         for (int i = 0; i < n; ++i) {
             opal_btl_usnic_endpoint_t *ep = eps[i];

@@ -87,9 +87,9 @@ void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
         return;
     }
     frag->local_done = true;
-    /* PUT completion is remote completion: reported once all is ACKed. */
-    if (0 == frag->put_addr && (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) &&
-        NULL != frag->base.des_cbfunc) {
+    /* PUT completion is remote completion: reported once all is ACKed.
+     * A send that returned 0 to the PML always gets its callback. */
+    if (0 == frag->put_addr && NULL != frag->base.des_cbfunc) {
         ++module->stats.pml_send_callbacks;
         frag->base.des_cbfunc(&module->super, frag->endpoint, &frag->base, OPAL_SUCCESS);
     }

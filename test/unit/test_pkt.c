@@ -1,0 +1,210 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Received-packet validation and reassembly-slot classification
+ * (btl_usnic_window.h, formats in btl_usnic_wire.h).
+ */
+
+#include <string.h>
+
+#include "btl_usnic_window.h"
+#include "usnic_test.h"
+
+#define HDR sizeof(usnic_btl_header_t)
+#define CHDR sizeof(usnic_btl_chunk_header_t)
+#define MAX_FRAG 4096
+
+/* A datagram as the device delivers it (after the GRH). */
+typedef union {
+    usnic_btl_header_t hdr;
+    usnic_btl_chunk_header_t ch;
+    uint8_t bytes[HDR + 2048];
+} packet_t;
+
+static void make_hdr(packet_t *p, uint8_t type, uint16_t payload_len)
+{
+    memset(p, 0, sizeof(*p));
+    p->hdr.sender = 0x0000000700000003ULL;
+    p->hdr.payload_type = type;
+    p->hdr.payload_len = payload_len;
+}
+
+/* A send fragment of 1000 bytes: this chunk carries [offset, offset+len). */
+static size_t make_chunk(packet_t *p, uint32_t offset, uint16_t len)
+{
+    make_hdr(p, USNIC_PAYLOAD_TYPE_CHUNK, len);
+    p->ch.frag_id = 7;
+    p->ch.frag_size = 1000;
+    p->ch.frag_offset = offset;
+    return CHDR + len;
+}
+
+USNIC_TEST(pkt_short)
+{
+    packet_t p;
+
+    make_hdr(&p, USNIC_PAYLOAD_TYPE_FRAG, 0);
+    check_int_eq(usnic_pkt_validate(&p, 0, MAX_FRAG), USNIC_PKT_SHORT);
+    check_int_eq(usnic_pkt_validate(&p, HDR - 1, MAX_FRAG), USNIC_PKT_SHORT);
+    check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_OK);
+    return 0;
+}
+
+USNIC_TEST(pkt_ack)
+{
+    packet_t p;
+
+    make_hdr(&p, USNIC_PAYLOAD_TYPE_ACK, 0);
+    p.hdr.ack_present = 1;
+    check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_OK);
+    p.hdr.payload_len = 4;
+    check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    p.hdr.payload_len = 0;
+    p.hdr.ack_present = 0;
+    check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    return 0;
+}
+
+USNIC_TEST(pkt_frag_length)
+{
+    packet_t p;
+
+    make_hdr(&p, USNIC_PAYLOAD_TYPE_FRAG, 100);
+    check_int_eq(usnic_pkt_validate(&p, HDR + 100, MAX_FRAG), USNIC_PKT_OK);
+    check_int_eq(usnic_pkt_validate(&p, HDR + 99, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    check_int_eq(usnic_pkt_validate(&p, HDR + 101, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    return 0;
+}
+
+USNIC_TEST(pkt_bad_type)
+{
+    static const uint8_t types[] = {0, USNIC_PAYLOAD_TYPE_CHUNK + 1, 255};
+    packet_t p;
+
+    for (size_t i = 0; i < sizeof(types); ++i) {
+        make_hdr(&p, types[i], 0);
+        check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_BAD_TYPE);
+    }
+    return 0;
+}
+
+USNIC_TEST(pkt_chunk_ok)
+{
+    packet_t p;
+    size_t len;
+
+    len = make_chunk(&p, 0, 100);
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_OK);
+    /* the last chunk ends exactly at the fragment's end */
+    len = make_chunk(&p, 900, 100);
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_OK);
+    /* a fragment of exactly the limit */
+    len = make_chunk(&p, 0, 100);
+    check_int_eq(usnic_pkt_validate(&p, len, 1000), USNIC_PKT_OK);
+    return 0;
+}
+
+USNIC_TEST(pkt_chunk_length)
+{
+    packet_t p;
+    size_t len = make_chunk(&p, 0, 100);
+
+    /* a full header but no chunk header */
+    check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_SHORT);
+    check_int_eq(usnic_pkt_validate(&p, CHDR - 1, MAX_FRAG), USNIC_PKT_SHORT);
+    check_int_eq(usnic_pkt_validate(&p, len - 1, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    check_int_eq(usnic_pkt_validate(&p, len + 1, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    return 0;
+}
+
+USNIC_TEST(pkt_chunk_range)
+{
+    packet_t p;
+    size_t len;
+
+    len = make_chunk(&p, 0, 100);
+    p.ch.frag_id = 0;
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+
+    len = make_chunk(&p, 0, 100);
+    p.ch.frag_size = 0;
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+
+    len = make_chunk(&p, 0, 0);
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+
+    len = make_chunk(&p, 1000, 100);
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+
+    len = make_chunk(&p, 950, 100);
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+
+    /* offset + length would wrap 32 bits */
+    len = make_chunk(&p, 0xfffffff0u, 100);
+    p.ch.frag_size = 0xffffffffu;
+    p.ch.hdr.put_addr = 0x10000;
+    check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
+    return 0;
+}
+
+USNIC_TEST(pkt_chunk_size_limit)
+{
+    packet_t p;
+    size_t len = make_chunk(&p, 0, 100);
+
+    /* a send fragment above the limit */
+    check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_BAD_CHUNK);
+    /* an emulated PUT lands in user memory: its size is not bounded */
+    p.ch.hdr.put_addr = 0x7f0000001000ULL;
+    check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_OK);
+    return 0;
+}
+
+USNIC_TEST(pkt_result_str)
+{
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_OK), "ok");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_SHORT), "short packet");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_LENGTH), "length mismatch");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_TYPE), "unknown payload type");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_CHUNK), "chunk out of range");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_NUM_RESULTS), "?");
+    check_str_eq(usnic_pkt_result_str((usnic_pkt_result_t) -1), "?");
+    return 0;
+}
+
+USNIC_TEST(chunk_classify)
+{
+    usnic_rx_frag_t slot = {0};
+    packet_t p;
+
+    make_chunk(&p, 0, 100);
+    p.ch.hdr.tag = 65;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_NEW);
+
+    slot.frag_id = 7;
+    slot.frag_size = 1000;
+    slot.bytes_left = 1000;
+    slot.tag = 65;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_FITS);
+
+    p.ch.frag_id = 8;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_BUSY);
+    p.ch.frag_id = 7;
+
+    p.ch.frag_size = 999;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_MISMATCH);
+    p.ch.frag_size = 1000;
+
+    p.ch.hdr.put_addr = 0x1000;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_MISMATCH);
+    p.ch.hdr.put_addr = 0;
+
+    p.ch.hdr.tag = 66;
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_MISMATCH);
+    p.ch.hdr.tag = 65;
+
+    /* restored: fits again, so each mismatch above was the one field */
+    check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_FITS);
+    return 0;
+}

@@ -1,0 +1,89 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Send window: outstanding segments and ACK classification
+ * (btl_usnic_window.h), started just below the 16-bit wrap.
+ */
+
+#include "btl_usnic_window.h"
+#include "usnic_test.h"
+
+#define ISN 65530
+
+USNIC_TEST(tx_window_init)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 8);
+    check_int_eq(w.next_seq_to_send, ISN);
+    check_int_eq(w.ack_seq_rcvd, ISN - 1);
+    check_int_eq(usnic_tx_window_inflight(&w), 0);
+    check(usnic_tx_window_open(&w));
+    return 0;
+}
+
+USNIC_TEST(tx_window_inflight)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 10);
+    for (int i = 1; i <= 10; ++i) {
+        check(usnic_tx_window_open(&w));
+        ++w.next_seq_to_send;
+        check_int_eq(usnic_tx_window_inflight(&w), i);
+    }
+    /* 65530..3 sent: closed at exactly size outstanding */
+    check_int_eq(w.next_seq_to_send, 4);
+    check(!usnic_tx_window_open(&w));
+    w.size = 11;
+    check(usnic_tx_window_open(&w));
+    w.size = 10;
+
+    /* an ACK of 65535 leaves 0..3 outstanding */
+    w.ack_seq_rcvd = 65535;
+    check_int_eq(usnic_tx_window_inflight(&w), 4);
+    check(usnic_tx_window_open(&w));
+    w.ack_seq_rcvd = 3;
+    check_int_eq(usnic_tx_window_inflight(&w), 0);
+    return 0;
+}
+
+USNIC_TEST(tx_classify_ack)
+{
+    usnic_tx_window_t w;
+
+    /* 65530..3 sent, 65530 and 65531 acknowledged */
+    usnic_tx_window_init(&w, ISN, 64);
+    w.next_seq_to_send = 4;
+    w.ack_seq_rcvd = 65531;
+
+    check_int_eq(usnic_tx_classify_ack(&w, 65532), USNIC_ACK_NEW);
+    check_int_eq(usnic_tx_classify_ack(&w, 65535), USNIC_ACK_NEW);
+    check_int_eq(usnic_tx_classify_ack(&w, 0), USNIC_ACK_NEW);
+    check_int_eq(usnic_tx_classify_ack(&w, 3), USNIC_ACK_NEW);
+
+    check_int_eq(usnic_tx_classify_ack(&w, 65531), USNIC_ACK_DUP);
+
+    check_int_eq(usnic_tx_classify_ack(&w, 65530), USNIC_ACK_OLD);
+    check_int_eq(usnic_tx_classify_ack(&w, ISN - 1), USNIC_ACK_OLD);
+    check_int_eq(usnic_tx_classify_ack(&w, 65000), USNIC_ACK_OLD);
+
+    /* never sent: next_seq_to_send itself and beyond, across the wrap */
+    check_int_eq(usnic_tx_classify_ack(&w, 4), USNIC_ACK_BOGUS);
+    check_int_eq(usnic_tx_classify_ack(&w, 5), USNIC_ACK_BOGUS);
+    check_int_eq(usnic_tx_classify_ack(&w, 1000), USNIC_ACK_BOGUS);
+    return 0;
+}
+
+USNIC_TEST(tx_classify_ack_nothing_sent)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 64);
+    check_int_eq(usnic_tx_classify_ack(&w, ISN - 1), USNIC_ACK_DUP);
+    check_int_eq(usnic_tx_classify_ack(&w, ISN), USNIC_ACK_BOGUS);
+    check_int_eq(usnic_tx_classify_ack(&w, 0), USNIC_ACK_BOGUS);
+    check_int_eq(usnic_tx_classify_ack(&w, ISN - 2), USNIC_ACK_OLD);
+    return 0;
+}

@@ -1,0 +1,63 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Runs every registered test: one PASS/FAIL line each, then
+ * "unit: N passed, N failed"; exits non-zero if any test failed.
+ */
+
+#include "opal_config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "opal/constants.h"
+#include "opal/runtime/opal.h"
+
+#include "usnic_test.h"
+
+static usnic_test_t *first, **last = &first;
+static const char *current;
+
+void usnic_test_register(usnic_test_t *t)
+{
+    *last = t;
+    last = &t->next;
+}
+
+int usnic_test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("FAIL %s: ", current);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf(" (%s:%d)\n", file, line);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    int npass = 0, nfail = 0;
+
+    /* opal_show_help (reached from the interface filter parser) writes to
+     * stderr; line buffering keeps our lines in order with it in a pipe. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
+        fprintf(stderr, "unit: opal_init_util failed\n");
+        return 2;
+    }
+    for (usnic_test_t *t = first; NULL != t; t = t->next) {
+        current = t->name;
+        if (0 == t->fn()) {
+            printf("PASS %s\n", t->name);
+            ++npass;
+        } else {
+            ++nfail;
+        }
+    }
+    printf("unit: %d passed, %d failed\n", npass, nfail);
+    opal_finalize_util();
+    return 0 == nfail ? 0 : 1;
+}
