@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
@@ -131,6 +132,17 @@ OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
  * logs and tests can find it. */
 #define usnic_verbose(level, ...) \
     opal_output_verbose((level), usnic_component.output, "btl:usnic: " __VA_ARGS__)
+
+/* Monotonic clock in microseconds. */
+static inline double opal_btl_usnic_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Upper bound of the adaptive retransmit timeout. */
+#define USNIC_MAX_RTO_US 1000000
 
 /* Default window: how many segments may be unacknowledged per peer. */
 #define USNIC_WINDOW_SIZE 4096

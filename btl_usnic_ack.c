@@ -60,6 +60,11 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         *slot = NULL;
         /* Advance first: a PML callback below may send on this endpoint. */
         ep->tx.ack_seq_rcvd = s;
+        if (ep->rtt_timing && s == ep->rtt_seq) {
+            ep->rtt_timing = false;
+            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
+            opal_btl_usnic_endpoint_apply_rto(ep);
+        }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
         }
@@ -149,11 +154,18 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 void opal_btl_usnic_hotel_evict(opal_hotel_t *hotel, int room_num, void *occupant)
 {
     opal_btl_usnic_send_seg_t *seg = occupant;
-    opal_btl_usnic_module_t *module = seg->frag->endpoint->module;
+    opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
+    opal_btl_usnic_module_t *module = ep->module;
     (void) hotel;
     (void) room_num;
 
     seg->hotel_room = -1;
+    /* Back off once per timeout of the oldest outstanding segment, not
+     * once for every segment of a burst that times out with it. */
+    if (seg->seq == (uint16_t)(ep->tx.ack_seq_rcvd + 1)) {
+        usnic_rto_backoff(&ep->rto);
+        opal_btl_usnic_endpoint_apply_rto(ep);
+    }
     queue_resend(module, seg);
     ++module->stats.num_timeout_retrans;
 }

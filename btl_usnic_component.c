@@ -55,13 +55,6 @@ opal_btl_usnic_component_t mca_btl_usnic_component = {
     },
 };
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Let help messages be found next to the component when it was installed
  * outside Open MPI's own tree (a user component path). */
 static void add_help_dir(void)
@@ -244,7 +237,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     do {
         c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
-    c->coarse_time = now_sec();
+    c->coarse_time = opal_btl_usnic_now_us() / 1e6;
 
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");
@@ -350,7 +343,7 @@ int opal_btl_usnic_component_progress(void)
     int count = 0;
 
     if (0 == (++c->progress_ticks & 255)) {
-        c->coarse_time = now_sec();
+        c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     }
     for (int i = 0; i < c->num_modules; ++i) {
         count += opal_btl_usnic_module_progress(&c->modules[i]);

@@ -88,6 +88,8 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
         return rc;
     }
     ep->hotel_ready = true;
+    usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
+    ep->rtt_timing = false;
     ep->last_ack_time = usnic_component.coarse_time;
     return OPAL_SUCCESS;
 }

@@ -58,6 +58,10 @@ typedef struct mca_btl_base_endpoint_t {
     uint32_t next_frag_id;
     int active_large_frags;
     double last_ack_time;               /* when the window last moved (coarse clock) */
+    usnic_rto_t rto;                    /* retransmit timeout, adapted to measured RTT */
+    bool rtt_timing;                    /* one segment per round trip is timed */
+    uint16_t rtt_seq;
+    double rtt_start_us;
     int dup_ack_count;
 
     /* receiving */
@@ -76,6 +80,14 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep,
                                   struct opal_btl_usnic_module_t *module,
                                   const usnic_modex_addr_t *remote);
+
+/* Make new hotel check-ins use the endpoint's current timeout (the hotel
+ * reads its timeout at every check-in). */
+static inline void opal_btl_usnic_endpoint_apply_rto(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->hotel.eviction_timeout.tv_sec = ep->rto.rto_us / 1000000;
+    ep->hotel.eviction_timeout.tv_usec = ep->rto.rto_us % 1000000;
+}
 
 /* Unlink from every module list and release everything still queued. */
 void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep);

@@ -55,18 +55,11 @@ void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *p
 /* ------------------------------------------------------------------ */
 /* add_procs / del_procs                                               */
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Create address handles for new endpoints, all at once so that address
  * resolutions overlap.  Endpoints that cannot get one are released. */
 static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t **eps, int n)
 {
-    double last_progress = now_sec();
+    double last_progress = opal_btl_usnic_now_us() / 1e6;
     int pending = 0;
 
     for (int i = 0; i < n; ++i) {
@@ -84,7 +77,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
             err = opal_btl_usnic_verbs_create_ah(module, ep);
             if (0 == err) {
                 --pending;
-                last_progress = now_sec();
+                last_progress = opal_btl_usnic_now_us() / 1e6;
                 continue;
             }
             if (EAGAIN == err) {
@@ -111,7 +104,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
             return OPAL_ERROR;
         }
         if (pending > 0) {
-            if (now_sec() - last_progress > usnic_component.arp_timeout) {
+            if (opal_btl_usnic_now_us() / 1e6 - last_progress > usnic_component.arp_timeout) {
                 opal_show_help("help-mpi-btl-usnic.txt", "ibv_create_ah timeout", true,
                                opal_process_info.nodename, module->dev_name, module->if_name,
                                pending, usnic_component.arp_timeout);

@@ -10,6 +10,7 @@
 #ifndef BTL_USNIC_MODULE_H
 #define BTL_USNIC_MODULE_H
 
+#include <hwloc.h>
 #include <infiniband/verbs.h>
 #include <net/if.h>
 
@@ -115,6 +116,10 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 
 /* Rate the module by its NUMA distance from this process (btl_usnic_hwloc.c). */
 void opal_btl_usnic_hwloc_rate_module(opal_btl_usnic_module_t *module);
+/* 0 if the device's NUMA nodes overlap the process's, else their distance
+ * (at least 1); separate so that tests can use a synthetic topology. */
+int opal_btl_usnic_numa_distance(hwloc_topology_t topo, hwloc_const_cpuset_t my_cpus,
+                                 hwloc_const_cpuset_t dev_cpus);
 
 /* Fatal error: tell the PML, which aborts the job. */
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, struct opal_proc_t *peer);

@@ -68,6 +68,11 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         ep->last_ack_time = usnic_component.coarse_time;
     }
 
+    if (!ep->rtt_timing) {
+        ep->rtt_timing = true;
+        ep->rtt_seq = seq;
+        ep->rtt_start_us = opal_btl_usnic_now_us();
+    }
     ep->sent_segs[seq & (USNIC_WINDOW_SIZE - 1)] = seg;
     seg->ack_pending = true;
     post_or_die(module, ep, seg, channel);
@@ -238,6 +243,10 @@ static void do_resends(opal_btl_usnic_module_t *module)
         }
         /* Still owned by the device from the previous post: it will go
          * out; just wait for it again. */
+        /* A resent segment's ACK says nothing about the round trip. */
+        if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
+            ep->rtt_timing = false;
+        }
         if (0 == seg->posted) {
             seg->hdr->ack_present = 0;
             post_or_die(module, ep, seg, USNIC_DATA_CHANNEL);

@@ -74,6 +74,43 @@ uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq)
     return moved;
 }
 
+void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us)
+{
+    r->srtt_us = 0;
+    r->rttvar_us = 0;
+    r->min_us = min_us;
+    r->max_us = max_us > min_us ? max_us : min_us;
+    r->rto_us = min_us;
+    r->have_sample = false;
+}
+
+static uint32_t rto_clamp(const usnic_rto_t *r, double us)
+{
+    if (us < r->min_us) {
+        return r->min_us;
+    }
+    return us > r->max_us ? r->max_us : (uint32_t) us;
+}
+
+void usnic_rto_sample(usnic_rto_t *r, double sample_us)
+{
+    if (!r->have_sample) {
+        r->srtt_us = sample_us;
+        r->rttvar_us = sample_us / 2;
+        r->have_sample = true;
+    } else {
+        double err = sample_us - r->srtt_us;
+        r->rttvar_us += ((err < 0 ? -err : err) - r->rttvar_us) / 4;
+        r->srtt_us += err / 8;
+    }
+    r->rto_us = rto_clamp(r, r->srtt_us + 4 * r->rttvar_us);
+}
+
+void usnic_rto_backoff(usnic_rto_t *r)
+{
+    r->rto_us = rto_clamp(r, 2.0 * r->rto_us);
+}
+
 usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size)
 {
     const usnic_btl_header_t *h = buf;
@@ -84,7 +121,7 @@ usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_
     }
     switch (h->payload_type) {
     case USNIC_PAYLOAD_TYPE_ACK:
-        if (!h->ack_present || 0 != h->payload_len) {
+        if (!h->ack_present || 0 != h->payload_len || sizeof(*h) != len) {
             return USNIC_PKT_BAD_LENGTH;
         }
         return USNIC_PKT_OK;

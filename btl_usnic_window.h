@@ -82,6 +82,26 @@ static inline uint16_t usnic_rx_ack_value(const usnic_rx_window_t *w)
     return (uint16_t)(w->next_contig - 1);
 }
 
+/* ---- retransmit timeout ---- */
+
+/* Adaptive retransmit timeout (RFC 6298 style): smoothed round-trip time
+ * plus four deviations, never below the configured minimum, doubled on
+ * every timeout.  A fixed timeout either fires during every large burst on
+ * a slow host or waits far too long on a fast one. */
+typedef struct {
+    double srtt_us;
+    double rttvar_us;
+    uint32_t rto_us;
+    uint32_t min_us;
+    uint32_t max_us;
+    bool have_sample;
+} usnic_rto_t;
+
+void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us);
+/* A round-trip sample of a segment sent once (never of a resent one). */
+void usnic_rto_sample(usnic_rto_t *r, double sample_us);
+void usnic_rto_backoff(usnic_rto_t *r);
+
 /* ---- received-packet validation ---- */
 
 typedef enum {

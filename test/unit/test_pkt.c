@@ -58,6 +58,8 @@ USNIC_TEST(pkt_ack)
     make_hdr(&p, USNIC_PAYLOAD_TYPE_ACK, 0);
     p.hdr.ack_present = 1;
     check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_OK);
+    /* trailing bytes after a bare ACK are as wrong as a short one */
+    check_int_eq(usnic_pkt_validate(&p, HDR + 1, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
     p.hdr.payload_len = 4;
     check_int_eq(usnic_pkt_validate(&p, HDR, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
     p.hdr.payload_len = 0;

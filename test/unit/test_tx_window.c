@@ -87,3 +87,33 @@ USNIC_TEST(tx_classify_ack_nothing_sent)
     check_int_eq(usnic_tx_classify_ack(&w, ISN - 2), USNIC_ACK_OLD);
     return 0;
 }
+
+USNIC_TEST(rto_adapts_and_backs_off)
+{
+    usnic_rto_t r;
+
+    usnic_rto_init(&r, 5000, 1000000);
+    check_int_eq(r.rto_us, 5000);
+    /* fast samples never go below the minimum */
+    usnic_rto_sample(&r, 100);
+    check_int_eq(r.rto_us, 5000);
+    /* a slow path raises it: first sample gives srtt + 4 * srtt/2 */
+    usnic_rto_init(&r, 5000, 1000000);
+    usnic_rto_sample(&r, 4000);
+    check_int_eq(r.rto_us, 12000);
+    /* steady samples shrink the deviation, and with it the timeout */
+    for (int i = 0; i < 50; ++i) {
+        usnic_rto_sample(&r, 4000);
+    }
+    check(r.rto_us == 5000);
+    usnic_rto_backoff(&r);
+    check_int_eq(r.rto_us, 10000);
+    for (int i = 0; i < 30; ++i) {
+        usnic_rto_backoff(&r);
+    }
+    check_int_eq(r.rto_us, 1000000);
+    /* a sample after back-off brings it down again */
+    usnic_rto_sample(&r, 4000);
+    check(r.rto_us < 1000000);
+    return 0;
+}

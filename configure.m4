@@ -1,0 +1,149 @@
+# -*- shell-script -*-
+#
+# Build-time configuration of the usnic BTL (verbs UD queue pairs) for
+# an Open MPI 4.1 source tree, where this directory is
+# opal/mca/btl/usnic.  autogen.pl finds this file and configure runs
+# MCA_opal_btl_usnic_CONFIG while it visits the btl framework.
+#
+# What the component needs:
+#   - 64-bit Linux;
+#   - libibverbs (found through OPAL_CHECK_OPENFABRICS, so the usual
+#     --with-verbs / --with-verbs-libdir switches apply);
+#   - libnl-3 with libnl-route-3, headers under include/libnl3 (found
+#     through OPAL_CHECK_LIBNL_V3, so --with-libnl applies).
+#
+# Switches of its own:
+#   --with-usnic     build it or stop configure with an error
+#   --without-usnic  do not build it
+#   (neither)        build it when the above is available
+#
+# Results: btl_usnic_CPPFLAGS, btl_usnic_LDFLAGS and btl_usnic_LIBS,
+# substituted into Makefile.am.
+#
+# $HEADER$
+#
+
+# MCA_opal_btl_usnic_CONFIG([action-if-can-compile],
+#                           [action-if-cant-compile])
+# ---------------------------------------------------
+AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
+    AC_CONFIG_FILES([opal/mca/btl/usnic/Makefile])
+
+    AC_ARG_WITH([usnic],
+                [AS_HELP_STRING([--with-usnic],
+                                [Build the usnic BTL (verbs UD queue pairs, needs libibverbs and libnl-route-3 on 64-bit Linux); configure fails if it cannot be built.  --without-usnic skips it.  Default: build it when possible])])
+
+    OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_reason btl_usnic_save_CPPFLAGS btl_usnic_save_LDFLAGS btl_usnic_save_LIBS btl_usnic_nl_CPPFLAGS btl_usnic_nl_LDFLAGS btl_usnic_nl_LIBS])
+
+    btl_usnic_happy=yes
+    btl_usnic_reason=
+
+    AC_MSG_CHECKING([whether the usnic BTL is wanted])
+    AS_CASE(["x$with_usnic"],
+            [xno], [btl_usnic_happy=no
+                    btl_usnic_reason="--without-usnic was given"
+                    AC_MSG_RESULT([no (--without-usnic)])],
+            [x],   [AC_MSG_RESULT([yes, if it can be built])],
+            [xyes], [AC_MSG_RESULT([yes (--with-usnic: required)])],
+            [AC_MSG_RESULT([yes (--with-usnic=$with_usnic: required)])])
+
+    # --- 64-bit Linux only ---------------------------------------------
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AC_CHECK_SIZEOF([void *])
+           AC_MSG_CHECKING([whether the usnic BTL supports this host ($host_os, ${ac_cv_sizeof_void_p}-byte pointers)])
+           AS_CASE(["$host_os"],
+                   [*linux*],
+                   [AS_IF([test "$ac_cv_sizeof_void_p" != "8"],
+                          [btl_usnic_happy=no
+                           btl_usnic_reason="it needs a 64-bit build; pointers here are $ac_cv_sizeof_void_p bytes"])],
+                   [btl_usnic_happy=no
+                    btl_usnic_reason="it needs Linux; this host OS is $host_os"])
+           AC_MSG_RESULT([$btl_usnic_happy])])
+
+    # --- libibverbs ------------------------------------------------------
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [OPAL_CHECK_OPENFABRICS([btl_usnic],
+                                  [],
+                                  [btl_usnic_happy=no
+                                   AS_IF([test "$opal_want_verbs" = "no"],
+                                         [btl_usnic_reason="it needs libibverbs, but --without-verbs was given"],
+                                         [btl_usnic_reason="libibverbs (infiniband/verbs.h and -libverbs) was not found or is not usable"])])])
+
+    # --- libnl-3 + libnl-route-3 -----------------------------------------
+    # OPAL_CHECK_LIBNL_V3 leaves its _LIBS empty when it fails, and it
+    # must not be mixed with libnl v1 in the same process.
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AS_IF([test "$opal_want_libnl" = "no"],
+                 [btl_usnic_happy=no
+                  btl_usnic_reason="it needs libnl-3, but --without-libnl was given"],
+                 [test "$opal_libnl_version" = "1"],
+                 [btl_usnic_happy=no
+                  btl_usnic_reason="it needs libnl-3, but another library already pulled in libnl v1 (they cannot be mixed)"],
+                 [OPAL_CHECK_LIBNL_V3([$opal_libnl_location], [btl_usnic_nl])
+                  AS_IF([test -z "$btl_usnic_nl_LIBS"],
+                        [btl_usnic_happy=no
+                         btl_usnic_reason="libnl-3 / libnl-route-3 (netlink/version.h under include/libnl3, -lnl-3, -lnl-route-3) was not found or is not usable"],
+                        [OPAL_FLAGS_APPEND_UNIQ([btl_usnic_CPPFLAGS], [$btl_usnic_nl_CPPFLAGS])
+                         OPAL_FLAGS_APPEND_UNIQ([btl_usnic_LDFLAGS], [$btl_usnic_nl_LDFLAGS])
+                         OPAL_FLAGS_APPEND_UNIQ([btl_usnic_LIBS], [$btl_usnic_nl_LIBS])])])])
+
+    # --- declarations that differ between rdma-core releases ---------------
+    # and a last check that everything links together.
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [btl_usnic_save_CPPFLAGS=$CPPFLAGS
+           btl_usnic_save_LDFLAGS=$LDFLAGS
+           btl_usnic_save_LIBS=$LIBS
+           CPPFLAGS="$CPPFLAGS $btl_usnic_CPPFLAGS"
+           LDFLAGS="$LDFLAGS $btl_usnic_LDFLAGS"
+           LIBS="$btl_usnic_LIBS $LIBS"
+
+           AC_CHECK_DECLS([IBV_EVENT_GID_CHANGE, ibv_event_type_str], [], [],
+                          [[#include <infiniband/verbs.h>]])
+
+           AC_MSG_CHECKING([whether libibverbs and libnl-route-3 link together for the usnic BTL])
+           AC_LINK_IFELSE([AC_LANG_PROGRAM([[
+#include <infiniband/verbs.h>
+#include <netlink/netlink.h>
+#include <netlink/route/route.h>
+]], [[
+    struct ibv_device **devs = ibv_get_device_list((int *) 0);
+    struct nl_sock *sock = nl_socket_alloc();
+    struct rtnl_route *route = rtnl_route_alloc();
+    rtnl_route_put(route);
+    nl_socket_free(sock);
+    ibv_free_device_list(devs);
+]])],
+                          [AC_MSG_RESULT([yes])],
+                          [AC_MSG_RESULT([no])
+                           btl_usnic_happy=no
+                           btl_usnic_reason="a test program using both libibverbs and libnl-route-3 did not link (see config.log)"])
+
+           CPPFLAGS=$btl_usnic_save_CPPFLAGS
+           LDFLAGS=$btl_usnic_save_LDFLAGS
+           LIBS=$btl_usnic_save_LIBS])
+
+    # --- verdict -----------------------------------------------------------
+    AC_MSG_CHECKING([whether the usnic BTL can be built])
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AC_MSG_RESULT([yes])
+           $1],
+          [AC_MSG_RESULT([no: $btl_usnic_reason])
+           AS_IF([test -n "$with_usnic" && test "$with_usnic" != "no"],
+                 [AC_MSG_WARN([--with-usnic was given, but the usnic BTL cannot be built:])
+                  AC_MSG_WARN([$btl_usnic_reason])
+                  AC_MSG_ERROR([Cannot continue])],
+                 [test "$with_usnic" != "no"],
+                 [AC_MSG_WARN([the usnic BTL will not be built: $btl_usnic_reason])])
+           btl_usnic_CPPFLAGS=
+           btl_usnic_LDFLAGS=
+           btl_usnic_LIBS=
+           $2])
+
+    OPAL_SUMMARY_ADD([[Transports]], [[usNIC over verbs UD]], [[btl_usnic]], [$btl_usnic_happy])
+
+    AC_SUBST([btl_usnic_CPPFLAGS])
+    AC_SUBST([btl_usnic_LDFLAGS])
+    AC_SUBST([btl_usnic_LIBS])
+
+    OPAL_VAR_SCOPE_POP
+])dnl
