@@ -572,9 +572,12 @@ dead_qp:
 /* Peers that leave data unacknowledged past the budget are declared dead. */
 static void check_dead_peers(opal_btl_usnic_module_t *module, double now)
 {
-    opal_btl_usnic_endpoint_t *ep;
+    opal_list_item_t *li;
 
-    OPAL_LIST_FOREACH (ep, &module->all_endpoints, opal_btl_usnic_endpoint_t) {
+    /* Endpoints are linked through all_li, not through their first member. */
+    for (li = opal_list_get_first(&module->all_endpoints);
+         li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
         char ip[32];
 
         if (ep->failed || 0 == usnic_tx_window_inflight(&ep->tx) ||
