@@ -65,6 +65,10 @@ typedef struct opal_btl_usnic_component_t {
     /* all remote procs known to any module */
     opal_list_t procs;
 
+    /* memory registered as a PUT target (btl_register_mem); emulated PUTs
+     * may only write inside these */
+    opal_list_t put_targets;
+
     /* own name as carried in every packet header */
     uint64_t my_hashed_name;
 

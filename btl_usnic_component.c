@@ -81,6 +81,7 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
+    OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
     add_help_dir();
 
     return mca_base_var_check_exclusive("opal", c->super.btl_version.mca_type_name,
@@ -94,6 +95,7 @@ static int usnic_component_close(void)
     opal_btl_usnic_component_t *c = &usnic_component;
 
     OPAL_LIST_DESTRUCT(&c->procs);
+    OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
         ibv_close_device(c->contexts[i]);
     }

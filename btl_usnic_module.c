@@ -491,6 +491,52 @@ static int usnic_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoi
     return OPAL_SUCCESS;
 }
 
+OBJ_CLASS_INSTANCE(opal_btl_usnic_put_target_t, opal_list_item_t, NULL, NULL);
+
+static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_module_t *btl,
+                                                              mca_btl_base_endpoint_t *endpoint,
+                                                              void *base, size_t size,
+                                                              uint32_t flags)
+{
+    opal_btl_usnic_put_target_t *t = OBJ_NEW(opal_btl_usnic_put_target_t);
+    (void) btl;
+    (void) endpoint;
+
+    if (NULL == t) {
+        return NULL;
+    }
+    t->flags = flags;
+    t->handle.base = (uint64_t)(uintptr_t) base;
+    t->handle.len = size;
+    opal_list_append(&usnic_component.put_targets, &t->super);
+    return &t->handle;
+}
+
+static int usnic_deregister_mem(mca_btl_base_module_t *btl,
+                                mca_btl_base_registration_handle_t *handle)
+{
+    opal_btl_usnic_put_target_t *t = usnic_container_of(handle, opal_btl_usnic_put_target_t,
+                                                        handle);
+    (void) btl;
+
+    opal_list_remove_item(&usnic_component.put_targets, &t->super);
+    OBJ_RELEASE(t);
+    return OPAL_SUCCESS;
+}
+
+bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len)
+{
+    opal_btl_usnic_put_target_t *t;
+
+    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
+        if ((t->flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) && addr >= t->handle.base &&
+            len <= t->handle.len && addr - t->handle.base <= t->handle.len - len) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int usnic_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb)
 {
     ((opal_btl_usnic_module_t *) btl)->pml_error_callback = cb;
@@ -858,9 +904,9 @@ opal_btl_usnic_module_t opal_btl_usnic_module_template = {
         .btl_put = usnic_put,
         .btl_get = NULL,
         .btl_dump = usnic_dump,
-        .btl_register_mem = NULL,
-        .btl_deregister_mem = NULL,
-        .btl_registration_handle_size = 0,
+        .btl_register_mem = usnic_register_mem,
+        .btl_deregister_mem = usnic_deregister_mem,
+        .btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t),
         .btl_register_error = usnic_register_error,
     },
 };

@@ -107,6 +107,24 @@ typedef struct opal_btl_usnic_module_t {
 
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 
+/* What btl_register_mem hands out: the region itself.  No key is needed
+ * (no device access happens), but the receiver checks every PUT against
+ * the regions registered for remote writes. */
+struct mca_btl_base_registration_handle_t {
+    uint64_t base;
+    uint64_t len;
+};
+
+typedef struct {
+    opal_list_item_t super;
+    uint32_t flags;
+    mca_btl_base_registration_handle_t handle;
+} opal_btl_usnic_put_target_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
+
+/* True if [addr, addr + len) lies inside one region registered for remote writes. */
+bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len);
+
 /* Create a module's verbs resources and lists; on failure everything it
  * built is released again. */
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module);

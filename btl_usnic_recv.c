@@ -75,6 +75,11 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         ++module->stats.num_badfrag_recvs;
         return false;
     case USNIC_CHUNK_NEW:
+        if (0 != ch->hdr.put_addr &&
+            !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+            return false;
+        }
         slot->buf = 0 != ch->hdr.put_addr ? (uint8_t *)(uintptr_t) ch->hdr.put_addr
                                           : malloc(ch->frag_size);
         if (NULL == slot->buf) {
@@ -164,6 +169,13 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     }
 
     if (USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type) {
+        /* Not recorded as received: a legitimate sender would resend, and
+         * a broken one ends at the peer timeout, never in silent loss. */
+        if (0 != hdr->put_addr &&
+            !opal_btl_usnic_put_target_ok(hdr->put_addr, hdr->payload_len)) {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+            goto repost;
+        }
         ++module->stats.num_frag_recvs;
         usnic_rx_mark(&ep->rx, hdr->pkt_seq);
         opal_btl_usnic_schedule_ack(ep, false);

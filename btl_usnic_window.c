@@ -153,6 +153,7 @@ const char *usnic_pkt_result_str(usnic_pkt_result_t r)
 {
     static const char *const names[USNIC_PKT_NUM_RESULTS] = {
         "ok", "short packet", "length mismatch", "unknown payload type", "chunk out of range",
+        "PUT outside registered memory",
     };
     return (r >= 0 && r < USNIC_PKT_NUM_RESULTS) ? names[r] : "?";
 }

@@ -110,6 +110,7 @@ typedef enum {
     USNIC_PKT_BAD_LENGTH,     /* header lengths disagree with the bytes received */
     USNIC_PKT_BAD_TYPE,
     USNIC_PKT_BAD_CHUNK,      /* chunk offset/size outside its fragment or limits */
+    USNIC_PKT_BAD_PUT,        /* PUT target not inside memory registered for it */
     USNIC_PKT_NUM_RESULTS
 } usnic_pkt_result_t;
 

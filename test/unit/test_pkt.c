@@ -170,6 +170,7 @@ USNIC_TEST(pkt_result_str)
     check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_LENGTH), "length mismatch");
     check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_TYPE), "unknown payload type");
     check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_CHUNK), "chunk out of range");
+    check_str_eq(usnic_pkt_result_str(USNIC_PKT_BAD_PUT), "PUT outside registered memory");
     check_str_eq(usnic_pkt_result_str(USNIC_PKT_NUM_RESULTS), "?");
     check_str_eq(usnic_pkt_result_str((usnic_pkt_result_t) -1), "?");
     return 0;
