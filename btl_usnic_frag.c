@@ -14,6 +14,14 @@
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
 
+/* Local key of an item's registered payload (0 when built without a
+ * registration cache, as the host tests of the engine do). */
+static uint32_t usnic_item_lkey(const opal_free_list_item_t *item)
+{
+    const opal_btl_usnic_reg_t *reg = (const opal_btl_usnic_reg_t *) item->registration;
+    return NULL != reg && NULL != reg->mr ? reg->mr->lkey : 0;
+}
+
 static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_seg_type_t type,
                                opal_free_list_item_t *item, size_t hdr_len)
 {
@@ -21,7 +29,7 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->base.channel = USNIC_DATA_CHANNEL;
     seg->hdr = (usnic_btl_header_t *) item->ptr;
     seg->payload = (uint8_t *) item->ptr + hdr_len;
-    seg->lkey = ((opal_btl_usnic_reg_t *) item->registration)->mr->lkey;
+    seg->lkey = usnic_item_lkey(item);
     seg->posted = 0;
     seg->hotel_room = -1;
     seg->ack_pending = false;
@@ -91,7 +99,7 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
     rseg->base.channel = chan->index;
     rseg->buf = item->ptr;
     rseg->len = USNIC_GRH_LEN + chan->mtu;
-    rseg->lkey = ((opal_btl_usnic_reg_t *) item->registration)->mr->lkey;
+    rseg->lkey = usnic_item_lkey(item);
     rseg->sge.addr = (uintptr_t) rseg->buf;
     rseg->sge.length = rseg->len;
     rseg->sge.lkey = rseg->lkey;
