@@ -26,6 +26,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_util.h"
@@ -94,6 +95,7 @@ static int usnic_component_close(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
 
+    opal_btl_usnic_connectivity_fini();
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {

@@ -38,6 +38,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->active_large_frags = 0;
     ep->dup_ack_count = 0;
     ep->exiting = false;
+    ep->connectivity_checked = false;
     ep->failed = false;
 }
 

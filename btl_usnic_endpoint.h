@@ -72,6 +72,7 @@ typedef struct mca_btl_base_endpoint_t {
 
     bool exiting;
     bool failed;
+    bool connectivity_checked;
 } opal_btl_usnic_endpoint_t;
 typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);

@@ -25,6 +25,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
@@ -649,6 +650,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (OPAL_UNLIKELY(module->dead)) {
         return 0;
     }
+    if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
+        opal_btl_usnic_connectivity_report();
+    }
     /* Priority first: ACKs free window space for the data that follows. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
         int n = ibv_poll_cq(module->channels[c].cq, (int)(sizeof(wc) / sizeof(wc[0])), wc);
@@ -829,7 +833,10 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     module->local_addr.isn = module->isn;
     module->local_addr.version = USNIC_MODEX_VERSION;
     memcpy(module->local_addr.mac, module->if_mac, sizeof(module->if_mac));
+    module->local_addr.if_mtu = (uint32_t) module->if_mtu;
     memset(&module->stats, 0, sizeof(module->stats));
+    /* Without its socket the module works, just unchecked (a warning was shown). */
+    opal_btl_usnic_connectivity_listen(module);
 
     opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), module->if_ipv4, module->if_prefix);
     usnic_verbose(5, "%s: %s: module ready: %s %s, max payload %u per datagram, %u per chunk, "
@@ -865,6 +872,7 @@ static int usnic_finalize(mca_btl_base_module_t *btl)
     if (usnic_component.stats_frequency > 0) {
         opal_btl_usnic_stats_print(module, "final");
     }
+    opal_btl_usnic_connectivity_unlisten(module);
     while (NULL != (li = opal_list_get_first(&module->all_endpoints)) &&
            li != opal_list_get_end(&module->all_endpoints)) {
         release_endpoint(module, usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li));

@@ -96,6 +96,12 @@ typedef struct opal_btl_usnic_module_t {
     uint16_t isn;
     usnic_modex_addr_t local_addr;
 
+    /* connectivity checker: UDP socket and buffers (progress thread only) */
+    int conn_fd;
+    opal_event_t conn_ev;
+    uint8_t *conn_recv_buf;
+    uint8_t *conn_send_buf;
+
     mca_btl_base_module_error_cb_fn_t pml_error_callback;
     bool dead;                      /* fatal error seen; stop touching the device */
 

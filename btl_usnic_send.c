@@ -15,6 +15,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
@@ -55,8 +56,13 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
                          opal_btl_usnic_send_seg_t *seg, int channel)
 {
     usnic_btl_header_t *hdr = seg->hdr;
-    uint16_t seq = ep->tx.next_seq_to_send++;
+    uint16_t seq;
     uint64_t inflight;
+
+    if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
+        opal_btl_usnic_connectivity_check(ep);
+    }
+    seq = ep->tx.next_seq_to_send++;
 
     seg->seq = seq;
     hdr->sender = usnic_component.my_hashed_name;

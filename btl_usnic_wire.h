@@ -59,10 +59,25 @@ typedef struct {
     uint16_t isn;               /* first sequence number we send */
     uint16_t version;           /* USNIC_MODEX_VERSION */
     uint8_t mac[6];
+    uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
+    uint32_t pad;
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
-_Static_assert(sizeof(usnic_modex_addr_t) == 56, "modex record must be 56 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 64, "modex record must be 64 bytes");
+
+/* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
+ * padded to its size; the ACK repeats that size. */
+#define USNIC_CONN_MAGIC_PING 0x75736e6963504e47ULL
+#define USNIC_CONN_MAGIC_ACK 0x75736e69634b4341ULL
+enum { USNIC_CONN_PING = 17, USNIC_CONN_ACK = 18 };
+typedef struct {
+    uint64_t magic;
+    uint8_t type;
+    uint8_t pad[3];
+    uint32_t size;
+} usnic_conn_msg_t;
+_Static_assert(sizeof(usnic_conn_msg_t) == 16, "connectivity message must be 16 bytes");
 
 #endif /* BTL_USNIC_WIRE_H */

@@ -1,0 +1,362 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Connectivity checker; see btl_usnic_connectivity.h for the design.
+ * Threads: checks are created on the main thread and then run on OPAL's
+ * progress thread; the list of checks is shared under a mutex, and a
+ * failure is handed back through opal_btl_usnic_connectivity_failed.
+ */
+
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "opal/mca/event/event.h"
+#include "opal/runtime/opal_progress_threads.h"
+#include "opal/sys/atomic.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_util.h"
+
+/* Room for the largest IPv4 header (60) plus UDP (8) below the MTU. */
+#define USNIC_CONN_HDR_ROOM 68
+#define USNIC_CONN_SMALL sizeof(usnic_conn_msg_t)
+#define USNIC_CONN_BUF_SIZE 65536
+
+typedef struct {
+    opal_list_item_t super;
+    opal_event_t ev;                 /* start, then the retry timer */
+    opal_btl_usnic_module_t *module;
+    opal_proc_t *peer_proc;
+    struct sockaddr_in peer;
+    uint32_t sizes[2];               /* small, large */
+    bool acked[2];
+    int rounds;
+    bool cancelled;
+    char peer_ip[32];
+    char peer_mac[24];
+} usnic_conn_check_t;
+OBJ_CLASS_INSTANCE(usnic_conn_check_t, opal_list_item_t, NULL, NULL);
+
+volatile int32_t opal_btl_usnic_connectivity_failed = 0;
+
+static opal_event_base_t *conn_evbase = NULL;
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static opal_list_t conn_checks;
+static bool conn_checks_ready = false;
+static usnic_conn_check_t *conn_failure = NULL;
+
+/* A PING is sent padded to its size; an ACK is a bare header naming the
+ * size of the PING it answers. */
+static void send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
+{
+    usnic_conn_msg_t *m = buf;
+    size_t len = USNIC_CONN_PING == type ? size : sizeof(*m);
+
+    memset(buf, 0, len);
+    m->magic = USNIC_CONN_PING == type ? USNIC_CONN_MAGIC_PING : USNIC_CONN_MAGIC_ACK;
+    m->type = type;
+    m->size = size;
+    /* Losses (full socket buffer, EPERM under load, a too-small path MTU)
+     * simply show up as missing ACKs and are retried. */
+    (void) sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to));
+}
+
+static void send_pings(usnic_conn_check_t *c)
+{
+    for (int i = 0; i < 2; ++i) {
+        if (!c->acked[i]) {
+            send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
+                     c->module->conn_send_buf);
+        }
+    }
+}
+
+static void arm_timer(usnic_conn_check_t *c);
+
+static void timer_cb(int fd, short flags, void *arg)
+{
+    usnic_conn_check_t *c = arg;
+    (void) fd;
+    (void) flags;
+
+    pthread_mutex_lock(&conn_lock);
+    if (c->cancelled || (c->acked[0] && c->acked[1])) {
+        pthread_mutex_unlock(&conn_lock);
+        return;
+    }
+    if (++c->rounds > usnic_component.connectivity_num_retries) {
+        if (NULL == conn_failure) {
+            conn_failure = c;
+            opal_atomic_wmb();
+            opal_btl_usnic_connectivity_failed = 1;
+        }
+        pthread_mutex_unlock(&conn_lock);
+        return;
+    }
+    send_pings(c);
+    arm_timer(c);
+    pthread_mutex_unlock(&conn_lock);
+}
+
+static void arm_timer(usnic_conn_check_t *c)
+{
+    struct timeval tv = {.tv_sec = usnic_component.connectivity_ack_timeout / 1000,
+                         .tv_usec = (usnic_component.connectivity_ack_timeout % 1000) * 1000};
+    opal_event_evtimer_set(conn_evbase, &c->ev, timer_cb, c);
+    opal_event_add(&c->ev, &tv);
+}
+
+static void start_cb(int fd, short flags, void *arg)
+{
+    usnic_conn_check_t *c = arg;
+    (void) fd;
+    (void) flags;
+
+    pthread_mutex_lock(&conn_lock);
+    if (!c->cancelled) {
+        send_pings(c);
+        arm_timer(c);
+    }
+    pthread_mutex_unlock(&conn_lock);
+}
+
+/* Datagrams on a module's socket: answer PINGs, record ACKs. */
+static void recv_cb(int fd, short flags, void *arg)
+{
+    opal_btl_usnic_module_t *module = arg;
+    uint8_t *buf = module->conn_recv_buf;
+    (void) flags;
+
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t fromlen = sizeof(from);
+        usnic_conn_msg_t *m = (usnic_conn_msg_t *) buf;
+        ssize_t n = recvfrom(fd, buf, USNIC_CONN_BUF_SIZE, MSG_DONTWAIT, (struct sockaddr *) &from,
+                             &fromlen);
+        if (n < 0) {
+            return;
+        }
+        if ((size_t) n < sizeof(*m) || AF_INET != from.sin_family) {
+            continue;
+        }
+        /* A PING counts only if it arrived whole: that is the MTU test. */
+        if (USNIC_CONN_MAGIC_PING == m->magic && USNIC_CONN_PING == m->type &&
+            m->size == (uint32_t) n) {
+            usnic_conn_msg_t reply;
+            send_msg(fd, &from, USNIC_CONN_ACK, m->size, &reply);
+            continue;
+        }
+        if (USNIC_CONN_MAGIC_ACK == m->magic && USNIC_CONN_ACK == m->type &&
+            sizeof(*m) == (size_t) n) {
+            usnic_conn_check_t *c;
+            pthread_mutex_lock(&conn_lock);
+            OPAL_LIST_FOREACH (c, &conn_checks, usnic_conn_check_t) {
+                if (c->module == module && c->peer.sin_addr.s_addr == from.sin_addr.s_addr &&
+                    c->peer.sin_port == from.sin_port) {
+                    c->acked[0] |= (m->size == c->sizes[0]);
+                    c->acked[1] |= (m->size == c->sizes[1]);
+                }
+            }
+            pthread_mutex_unlock(&conn_lock);
+        }
+    }
+}
+
+int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int fd, val = IP_PMTUDISC_DO;
+
+    module->conn_fd = -1;
+    module->local_addr.connectivity_udp_port = 0;
+    if (!usnic_component.connectivity_enabled) {
+        return OPAL_SUCCESS;
+    }
+    if (NULL == conn_evbase) {
+        conn_evbase = opal_progress_thread_init(NULL);
+        if (NULL == conn_evbase) {
+            return OPAL_ERROR;
+        }
+        OBJ_CONSTRUCT(&conn_checks, opal_list_t);
+        conn_checks_ready = true;
+    }
+    module->conn_recv_buf = malloc(USNIC_CONN_BUF_SIZE);
+    module->conn_send_buf = malloc(USNIC_CONN_BUF_SIZE);
+    fd = socket(AF_INET, SOCK_DGRAM, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = module->if_ipv4;
+    if (NULL == module->conn_recv_buf || NULL == module->conn_send_buf || fd < 0 ||
+        0 != setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &val, sizeof(val)) ||
+        0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(fd, (struct sockaddr *) &sin, &len)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "connectivity socket failed", true,
+                       opal_process_info.nodename, module->dev_name, module->if_name,
+                       strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        free(module->conn_recv_buf);
+        free(module->conn_send_buf);
+        module->conn_recv_buf = module->conn_send_buf = NULL;
+        return OPAL_ERROR;
+    }
+    module->conn_fd = fd;
+    module->local_addr.connectivity_udp_port = ntohs(sin.sin_port);
+    opal_event_set(conn_evbase, &module->conn_ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, recv_cb,
+                   module);
+    opal_event_add(&module->conn_ev, NULL);
+    usnic_verbose(5, "%s: %s: connectivity checker listening on UDP port %u",
+                  opal_process_info.nodename, module->dev_name,
+                  module->local_addr.connectivity_udp_port);
+    return OPAL_SUCCESS;
+}
+
+/* Take a module's checks (or all, for NULL) off the list and stop them. */
+static void cancel_checks(opal_btl_usnic_module_t *module)
+{
+    opal_list_t doomed;
+    usnic_conn_check_t *c, *next;
+
+    if (!conn_checks_ready) {
+        return;
+    }
+    OBJ_CONSTRUCT(&doomed, opal_list_t);
+    pthread_mutex_lock(&conn_lock);
+    OPAL_LIST_FOREACH_SAFE (c, next, &conn_checks, usnic_conn_check_t) {
+        if (NULL == module || c->module == module) {
+            c->cancelled = true;
+            opal_list_remove_item(&conn_checks, &c->super);
+            opal_list_append(&doomed, &c->super);
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+    /* Outside the lock: deleting waits for a running callback, which may
+     * itself be waiting for the lock. */
+    OPAL_LIST_FOREACH_SAFE (c, next, &doomed, usnic_conn_check_t) {
+        opal_event_del(&c->ev);
+        opal_list_remove_item(&doomed, &c->super);
+        /* the failed check stays for the report; fini releases it */
+        if (c != conn_failure) {
+            OBJ_RELEASE(c);
+        }
+    }
+    OBJ_DESTRUCT(&doomed);
+}
+
+void opal_btl_usnic_connectivity_unlisten(opal_btl_usnic_module_t *module)
+{
+    cancel_checks(module);
+    if (module->conn_fd >= 0) {
+        opal_event_del(&module->conn_ev);
+        close(module->conn_fd);
+        module->conn_fd = -1;
+    }
+    free(module->conn_recv_buf);
+    free(module->conn_send_buf);
+    module->conn_recv_buf = module->conn_send_buf = NULL;
+}
+
+void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    usnic_conn_check_t *c;
+    uint32_t large;
+
+    ep->connectivity_checked = true;
+    if (module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
+        return;
+    }
+    large = ep->remote.if_mtu > USNIC_CONN_HDR_ROOM + USNIC_CONN_SMALL
+                ? ep->remote.if_mtu - USNIC_CONN_HDR_ROOM
+                : USNIC_CONN_SMALL + 1;
+    if (large > USNIC_CONN_BUF_SIZE) {
+        large = USNIC_CONN_BUF_SIZE;
+    }
+    c = OBJ_NEW(usnic_conn_check_t);
+    if (NULL == c) {
+        return;
+    }
+    c->module = module;
+    c->peer_proc = ep->proc->proc_opal;
+    memset(&c->peer, 0, sizeof(c->peer));
+    c->peer.sin_family = AF_INET;
+    c->peer.sin_addr.s_addr = ep->remote.ipv4_addr;
+    c->peer.sin_port = htons((uint16_t) ep->remote.connectivity_udp_port);
+    c->sizes[0] = USNIC_CONN_SMALL;
+    c->sizes[1] = large;
+    opal_btl_usnic_snprintf_ipv4(c->peer_ip, sizeof(c->peer_ip), ep->remote.ipv4_addr,
+                                 ep->remote.prefix);
+    opal_btl_usnic_snprintf_mac(c->peer_mac, sizeof(c->peer_mac), ep->remote.mac);
+
+    usnic_verbose(10, "%s: %s: checking the path to %s with %u and %u byte pings",
+                  opal_process_info.nodename, module->dev_name, c->peer_ip, c->sizes[0],
+                  c->sizes[1]);
+    pthread_mutex_lock(&conn_lock);
+    opal_list_append(&conn_checks, &c->super);
+    pthread_mutex_unlock(&conn_lock);
+    /* Hand the check to the progress thread. */
+    opal_event_set(conn_evbase, &c->ev, -1, OPAL_EV_WRITE, start_cb, c);
+    opal_event_active(&c->ev, OPAL_EV_WRITE, 1);
+}
+
+void opal_btl_usnic_connectivity_report(void)
+{
+    usnic_conn_check_t *c;
+    opal_btl_usnic_module_t *m;
+    char ip[32], mac[24];
+    const char *topic, *peer_host;
+
+    opal_atomic_rmb();
+    c = conn_failure;
+    opal_btl_usnic_connectivity_failed = 0;
+    if (NULL == c) {
+        return;
+    }
+    m = c->module;
+    opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), m->if_ipv4, m->if_prefix);
+    opal_btl_usnic_snprintf_mac(mac, sizeof(mac), m->if_mac);
+    peer_host = opal_get_proc_hostname(c->peer_proc);
+    topic = c->acked[0] ? "connectivity error: small ok, large bad"
+            : c->acked[1] ? "connectivity error: small bad, large ok"
+                          : "connectivity error: small bad, large bad";
+    opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
+                   m->dev_name, m->if_name, ip, mac, NULL != peer_host ? peer_host : "(unknown)",
+                   c->peer_ip, c->peer_mac, (int) c->sizes[0], (int) c->sizes[1],
+                   usnic_component.connectivity_num_retries + 1,
+                   usnic_component.connectivity_ack_timeout);
+    opal_btl_usnic_module_fatal(m, c->peer_proc);
+}
+
+void opal_btl_usnic_connectivity_fini(void)
+{
+    if (NULL == conn_evbase) {
+        return;
+    }
+    cancel_checks(NULL);
+    if (NULL != conn_failure) {
+        OBJ_RELEASE(conn_failure);
+        conn_failure = NULL;
+    }
+    OBJ_DESTRUCT(&conn_checks);
+    conn_checks_ready = false;
+    opal_progress_thread_finalize(NULL);
+    conn_evbase = NULL;
+}

@@ -1,0 +1,46 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Connectivity checker.  Before the first datagram to a peer interface,
+ * UDP pings of a small and an MTU-sized datagram (Don't Fragment) go from
+ * the local interface to the peer's; if either size gets no answer after
+ * the configured retries, the job aborts with a message naming both ends
+ * instead of hanging in retransmits.
+ *
+ * Design: every process has one UDP socket per module, published in the
+ * modex, and answers and sends pings from OPAL's progress thread, so a
+ * peer busy computing still answers.  (The original ran one agent per
+ * host behind a Unix-socket IPC; per-process sockets need no IPC and
+ * name the exact failing pair.)  Failures are reported on the main thread
+ * from the progress function.
+ */
+
+#ifndef BTL_USNIC_CONNECTIVITY_H
+#define BTL_USNIC_CONNECTIVITY_H
+
+#include "btl_usnic.h"
+
+BEGIN_C_DECLS
+
+struct opal_btl_usnic_module_t;
+struct mca_btl_base_endpoint_t;
+
+/* Open the module's UDP socket; sets local_addr.connectivity_udp_port. */
+int opal_btl_usnic_connectivity_listen(struct opal_btl_usnic_module_t *module);
+void opal_btl_usnic_connectivity_unlisten(struct opal_btl_usnic_module_t *module);
+
+/* Start checking the path to an endpoint's peer interface (once per pair). */
+void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
+
+/* Called from progress when a check failed: report and abort. */
+void opal_btl_usnic_connectivity_report(void);
+
+/* Stop the checker at component close. */
+void opal_btl_usnic_connectivity_fini(void);
+
+/* Set by the checker thread when a peer interface did not answer. */
+extern volatile int32_t opal_btl_usnic_connectivity_failed;
+
+END_C_DECLS
+#endif /* BTL_USNIC_CONNECTIVITY_H */
