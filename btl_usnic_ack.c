@@ -9,6 +9,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_send.h"
@@ -126,6 +127,10 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         next = opal_list_get_next(li);
         if (ep->ack_due_tick > usnic_component.progress_ticks) {
             continue;
+        }
+        /* A peer we only ever ACK is checked too. */
+        if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
+            opal_btl_usnic_connectivity_check(ep);
         }
         item = (opal_btl_usnic_ack_item_t *) opal_free_list_get(&module->ack_segs);
         if (NULL == item) {

@@ -416,12 +416,16 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     /* Only what fits the fast path; everything else takes the normal path. */
     if (total > module->max_tiny_payload || endpoint->failed || module->dead ||
         !opal_list_is_empty(&endpoint->send_queue)) {
-        *descriptor = NULL;
+        if (NULL != descriptor) {
+            *descriptor = NULL;
+        }
         return OPAL_ERR_RESOURCE_BUSY;
     }
     frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
     if (OPAL_UNLIKELY(NULL == frag)) {
-        *descriptor = NULL;
+        if (NULL != descriptor) {
+            *descriptor = NULL;
+        }
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     memcpy(frag->seg.payload, header, header_size);
