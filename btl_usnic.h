@@ -27,6 +27,7 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/mca/event/event.h"
 #include "opal/util/alfg.h"
 #include "opal/util/output.h"
 
@@ -42,6 +43,14 @@ typedef uint16_t opal_btl_usnic_seq_t;
 #define USNIC_SEQ_GE(a, b) (USNIC_SEQ_DIFF(a, b) >= 0)
 
 struct opal_btl_usnic_module_t;
+struct ibv_context;
+
+/* An open device, and the event that watches its asynchronous events. */
+typedef struct {
+    struct ibv_context *ctx;
+    opal_event_t async_ev;
+    bool async_armed;
+} opal_btl_usnic_context_t;
 
 /* Interface filter entry: a device name, or an IPv4 network (a.b.c.d/n). */
 typedef struct {
@@ -84,7 +93,7 @@ typedef struct opal_btl_usnic_component_t {
     opal_rng_buff_t rng;
 
     /* device contexts opened by the scan, closed at component close */
-    struct ibv_context **contexts;
+    opal_btl_usnic_context_t *contexts;
     int num_contexts;
 
     /* output stream (the btl framework's, so btl_base_verbose works) */

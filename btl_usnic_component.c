@@ -99,7 +99,10 @@ static int usnic_component_close(void)
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
-        ibv_close_device(c->contexts[i]);
+        if (c->contexts[i].async_armed) {
+            opal_btl_usnic_verbs_async_stop(&c->contexts[i].async_ev);
+        }
+        ibv_close_device(c->contexts[i].ctx);
     }
     free(c->contexts);
     free(c->modules);
@@ -157,20 +160,23 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
 static void remember_context(struct ibv_context *ctx)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
-    struct ibv_context **grown;
+    opal_btl_usnic_context_t *grown;
 
     for (int i = 0; i < c->num_contexts; ++i) {
-        if (c->contexts[i] == ctx) {
+        if (c->contexts[i].ctx == ctx) {
             return;
         }
     }
+    /* Grows only before any async event is armed (events must not move). */
     grown = realloc(c->contexts, (c->num_contexts + 1) * sizeof(*grown));
     if (NULL == grown) {
         ibv_close_device(ctx);
         return;
     }
     c->contexts = grown;
-    c->contexts[c->num_contexts++] = ctx;
+    c->contexts[c->num_contexts].ctx = ctx;
+    c->contexts[c->num_contexts].async_armed = false;
+    ++c->num_contexts;
 }
 
 /* Publish one record per module; nothing at all when there is none, so
@@ -312,6 +318,18 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
             }
         }
     }
+    /* Watch the devices that carry modules for port and device failures. */
+    for (int i = 0; i < c->num_contexts; ++i) {
+        for (int m = 0; m < c->num_modules; ++m) {
+            if (c->modules[m].context == c->contexts[i].ctx) {
+                c->contexts[i].async_armed = (OPAL_SUCCESS ==
+                    opal_btl_usnic_verbs_async_start(c->contexts[i].ctx,
+                                                     &c->contexts[i].async_ev));
+                break;
+            }
+        }
+    }
+
     /* The BTL base frees this array. */
     btls = calloc(c->num_modules > 0 ? c->num_modules : 1, sizeof(*btls));
     if (NULL == btls) {

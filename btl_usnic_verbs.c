@@ -9,11 +9,13 @@
 #include "opal_config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "opal/constants.h"
+#include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
 #include "opal/util/error.h"
 #include "opal/util/show_help.h"
@@ -390,6 +392,79 @@ int opal_btl_usnic_verbs_create_ah(opal_btl_usnic_module_t *module, opal_btl_usn
         return 0 != errno ? errno : EINVAL;
     }
     return 0;
+}
+
+/* The module of a context and port, if any. */
+static opal_btl_usnic_module_t *module_of(struct ibv_context *ctx, int port)
+{
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        opal_btl_usnic_module_t *m = &usnic_component.modules[i];
+        if (m->context == ctx && (port <= 0 || m->port_num == port)) {
+            return m;
+        }
+    }
+    return NULL;
+}
+
+static void async_event_cb(int fd, short flags, void *arg)
+{
+    struct ibv_context *ctx = arg;
+    struct ibv_async_event ae;
+    (void) fd;
+    (void) flags;
+
+    while (0 == ibv_get_async_event(ctx, &ae)) {
+        enum ibv_event_type type = ae.event_type;
+        int port = -1;
+        opal_btl_usnic_module_t *m;
+
+        switch (type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            port = ae.element.port_num;
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ae);
+        m = module_of(ctx, port);
+        /* Informational events; everything else leaves the device unusable. */
+        if (IBV_EVENT_PORT_ACTIVE == type || IBV_EVENT_LID_CHANGE == type ||
+            IBV_EVENT_PKEY_CHANGE == type || IBV_EVENT_SM_CHANGE == type ||
+            IBV_EVENT_CLIENT_REREGISTER == type || IBV_EVENT_GID_CHANGE == type ||
+            NULL == m || m->dead) {
+            usnic_verbose(5, "%s: %s: async event \"%s\" (port %d) ignored",
+                          opal_process_info.nodename, ibv_get_device_name(ctx->device),
+                          ibv_event_type_str(type), port);
+            continue;
+        }
+        opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
+                       m->dev_name, m->if_name, ibv_event_type_str(type), (int) type, port);
+        opal_btl_usnic_module_fatal(m, NULL);
+    }
+}
+
+int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev)
+{
+    int fl = fcntl(ctx->async_fd, F_GETFL);
+
+    if (fl < 0 || 0 != fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK)) {
+        return OPAL_ERROR;
+    }
+    opal_event_set(opal_sync_event_base, ev, ctx->async_fd, OPAL_EV_READ | OPAL_EV_PERSIST,
+                   async_event_cb, ctx);
+    opal_event_add(ev, NULL);
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_verbs_async_stop(opal_event_t *ev)
+{
+    opal_event_del(ev);
 }
 
 int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,

@@ -10,6 +10,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "opal/mca/event/event.h"
+
 #include "btl_usnic.h"
 #include "btl_usnic_frag.h"
 
@@ -50,6 +52,12 @@ int opal_btl_usnic_verbs_repost(struct opal_btl_usnic_module_t *module, int chan
 /* Address handle toward a peer; returns the errno of the last failure. */
 int opal_btl_usnic_verbs_create_ah(struct opal_btl_usnic_module_t *module,
                                    struct mca_btl_base_endpoint_t *ep);
+
+/* Watch a device context's asynchronous events (port down, fatal device
+ * errors, ...) from OPAL's event loop; fatal ones abort the job with a
+ * message naming the device. */
+int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev);
+void opal_btl_usnic_verbs_async_stop(opal_event_t *ev);
 
 /* rcache callbacks: register / deregister memory with the device. */
 int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,
