@@ -132,6 +132,9 @@ typedef struct opal_btl_usnic_component_t {
     char *connectivity_map_prefix;
     int peer_timeout;               /* seconds without ACK progress before a peer is declared dead */
 
+    /* set once opal_btl_usnic_component_quiesce() ran */
+    bool quiesced;
+
     /* whether the user set the eager limit (else it follows the module count) */
     bool eager_limit_set_by_user;
 } opal_btl_usnic_component_t;
@@ -157,11 +160,19 @@ static inline double opal_btl_usnic_now_us(void)
 /* Upper bound of the adaptive retransmit timeout. */
 #define USNIC_MAX_RTO_US 1000000
 
-/* Default window: how many segments may be unacknowledged per peer. */
+/* Largest window: how many segments may be unacknowledged per peer (the
+ * receive bitmap and sent-segment table have this many slots). */
 #define USNIC_WINDOW_SIZE 4096
+/* Smallest window, however many peers share a receiver. */
+#define USNIC_MIN_WINDOW_SIZE 64
 
 /* Register all MCA parameters; defined in btl_usnic_mca.c. */
 int opal_btl_usnic_component_register(void);
+
+/* Stop everything that runs from OPAL's event loops and threads (stats
+ * timers, async events, the connectivity checker), printing the final
+ * statistics.  Idempotent. */
+void opal_btl_usnic_component_quiesce(void);
 
 /* Progress entry point; defined in btl_usnic_component.c. */
 int opal_btl_usnic_component_progress(void);

@@ -29,6 +29,7 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_stats.h"
 #include "btl_usnic_util.h"
 #include "btl_usnic_verbs.h"
 
@@ -81,6 +82,7 @@ static int usnic_component_open(void)
     c->num_contexts = 0;
     c->filter = NULL;
     c->progress_ticks = 0;
+    c->quiesced = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
     add_help_dir();
@@ -95,13 +97,10 @@ static int usnic_component_close(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
 
-    opal_btl_usnic_connectivity_fini();
+    opal_btl_usnic_component_quiesce();
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
-        if (c->contexts[i].async_armed) {
-            opal_btl_usnic_verbs_async_stop(&c->contexts[i].async_ev);
-        }
         ibv_close_device(c->contexts[i].ctx);
     }
     free(c->contexts);
@@ -318,6 +317,10 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
             }
         }
     }
+    if (c->num_modules > 0) {
+        opal_btl_usnic_stats_register_pvars();
+    }
+
     /* Watch the devices that carry modules for port and device failures. */
     for (int i = 0; i < c->num_contexts; ++i) {
         for (int m = 0; m < c->num_modules; ++m) {
@@ -357,6 +360,33 @@ done:
     }
     *num_btls = c->num_modules;
     return btls;
+}
+
+void opal_btl_usnic_component_quiesce(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+
+    if (c->quiesced) {
+        return;
+    }
+    c->quiesced = true;
+    opal_btl_usnic_connectivity_fini();
+    for (int i = 0; i < c->num_modules; ++i) {
+        opal_btl_usnic_module_t *m = &c->modules[i];
+        if (m->stats_timer_armed) {
+            opal_event_del(&m->stats_timer);
+            m->stats_timer_armed = false;
+        }
+        if (c->stats_frequency > 0) {
+            opal_btl_usnic_stats_print(m, "final");
+        }
+    }
+    for (int i = 0; i < c->num_contexts; ++i) {
+        if (c->contexts[i].async_armed) {
+            opal_btl_usnic_verbs_async_stop(&c->contexts[i].async_ev);
+            c->contexts[i].async_armed = false;
+        }
+    }
 }
 
 int opal_btl_usnic_component_progress(void)

@@ -261,7 +261,7 @@ static void cancel_checks(opal_btl_usnic_module_t *module)
     OBJ_DESTRUCT(&doomed);
 }
 
-void opal_btl_usnic_connectivity_unlisten(opal_btl_usnic_module_t *module)
+static void unlisten(opal_btl_usnic_module_t *module)
 {
     cancel_checks(module);
     if (module->conn_fd >= 0) {
@@ -351,6 +351,9 @@ void opal_btl_usnic_connectivity_fini(void)
         return;
     }
     cancel_checks(NULL);
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        unlisten(&usnic_component.modules[i]);
+    }
     if (NULL != conn_failure) {
         OBJ_RELEASE(conn_failure);
         conn_failure = NULL;

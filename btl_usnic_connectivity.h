@@ -28,7 +28,6 @@ struct mca_btl_base_endpoint_t;
 
 /* Open the module's UDP socket; sets local_addr.connectivity_udp_port. */
 int opal_btl_usnic_connectivity_listen(struct opal_btl_usnic_module_t *module);
-void opal_btl_usnic_connectivity_unlisten(struct opal_btl_usnic_module_t *module);
 
 /* Start checking the path to an endpoint's peer interface (once per pair). */
 void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
@@ -36,7 +35,8 @@ void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
 /* Called from progress when a check failed: report and abort. */
 void opal_btl_usnic_connectivity_report(void);
 
-/* Stop the checker at component close. */
+/* Stop the checker: every check, every socket, and the progress thread.
+ * Idempotent. */
 void opal_btl_usnic_connectivity_fini(void);
 
 /* Set by the checker thread when a peer interface did not answer. */

@@ -95,6 +95,21 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     return OPAL_SUCCESS;
 }
 
+void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers)
+{
+    uint32_t size = USNIC_WINDOW_SIZE;
+
+    if (ep->remote.rcv_depth > 0 && npeers > 0) {
+        size = (uint32_t)(ep->remote.rcv_depth / npeers);
+        if (size < USNIC_MIN_WINDOW_SIZE) {
+            size = USNIC_MIN_WINDOW_SIZE;
+        } else if (size > USNIC_WINDOW_SIZE) {
+            size = USNIC_WINDOW_SIZE;
+        }
+    }
+    ep->tx.size = size;
+}
+
 void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
@@ -113,17 +128,10 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     while (NULL != (li = opal_list_remove_first(&ep->send_queue))) {
         opal_btl_usnic_send_frag_t *frag = usnic_container_of(li, opal_btl_usnic_send_frag_t,
                                                               queue_li);
+        /* Only what was sent is counted in segs_unacked. */
         frag->queued = false;
-        if (USNIC_FRAG_LARGE == frag->type && 0 != frag->frag_id) {
-            uint32_t mcp = module->max_chunk_payload;
-            uint32_t total = (uint32_t)((frag->size + mcp - 1) / mcp);
-            uint32_t sent = (uint32_t)((frag->sent_offset + mcp - 1) / mcp);
-            frag->segs_unacked -= total - sent;
-            if (0 == frag->segs_unacked) {
-                --ep->active_large_frags;
-            }
-        } else {
-            frag->segs_unacked = 0;
+        if (0 == frag->segs_unacked && USNIC_FRAG_LARGE == frag->type && 0 != frag->frag_id) {
+            --ep->active_large_frags;
         }
         if (0 == frag->segs_unacked) {
             opal_btl_usnic_frag_return_if_done(module, frag);

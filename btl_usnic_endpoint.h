@@ -90,6 +90,11 @@ static inline void opal_btl_usnic_endpoint_apply_rto(opal_btl_usnic_endpoint_t *
     ep->hotel.eviction_timeout.tv_usec = ep->rto.rto_us % 1000000;
 }
 
+/* Fit the send window to the peer's receive buffers, shared by about as
+ * many senders as we have peers (datagrams beyond them are dropped by the
+ * peer's device and cost a retransmit). */
+void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers);
+
 /* Unlink from every module list and release everything still queued. */
 void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep);
 

@@ -28,6 +28,7 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_map.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_recv.h"
@@ -214,6 +215,19 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
                       ep->remote.qp_num[USNIC_DATA_CHANNEL]);
     }
     free(fresh);
+    {
+        size_t npeers = opal_list_get_size(&module->all_endpoints);
+        opal_list_item_t *li;
+        for (li = opal_list_get_first(&module->all_endpoints);
+             li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
+            opal_btl_usnic_endpoint_size_window(
+                usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li), npeers);
+        }
+    }
+    /* Rewritten after every call: the last one leaves the complete map. */
+    if (OPAL_SUCCESS == rc) {
+        opal_btl_usnic_write_connectivity_map();
+    }
     return rc;
 }
 
@@ -248,6 +262,12 @@ static int usnic_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
         if (NULL != ep && ep->module == module) {
             release_endpoint(module, ep);
         }
+    }
+    /* Deleting every peer is part of MPI_Finalize (ob1 deletes procs only
+     * there): stop timers and the checker thread while the job is still
+     * whole, and print the final statistics. */
+    if (opal_list_is_empty(&usnic_component.procs)) {
+        opal_btl_usnic_component_quiesce();
     }
     return OPAL_SUCCESS;
 }
@@ -683,13 +703,14 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         ++count;
     }
 
-    opal_btl_usnic_progress_sends(module);
-
+    /* Buffers go back to the device before the ACKs that let peers refill them. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
         if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_repost(module, c))) {
             opal_btl_usnic_module_fatal(module, NULL);
         }
     }
+
+    opal_btl_usnic_progress_sends(module);
 
     if (usnic_component.peer_timeout > 0 && 0 == (usnic_component.progress_ticks & 1023)) {
         check_dead_peers(module, usnic_component.coarse_time);
@@ -838,6 +859,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     module->local_addr.version = USNIC_MODEX_VERSION;
     memcpy(module->local_addr.mac, module->if_mac, sizeof(module->if_mac));
     module->local_addr.if_mtu = (uint32_t) module->if_mtu;
+    module->local_addr.rcv_depth = (uint32_t) module->channels[USNIC_DATA_CHANNEL].rd_num;
     memset(&module->stats, 0, sizeof(module->stats));
     /* Without its socket the module works, just unchecked (a warning was shown). */
     opal_btl_usnic_connectivity_listen(module);
@@ -864,19 +886,15 @@ fail_pd:
     return OPAL_ERROR;
 }
 
-static int usnic_finalize(mca_btl_base_module_t *btl)
+void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_list_item_t *li;
 
-    if (module->stats_timer_armed) {
-        opal_event_del(&module->stats_timer);
-        module->stats_timer_armed = false;
+    if (NULL == module->pd) {
+        return;
     }
-    if (usnic_component.stats_frequency > 0) {
-        opal_btl_usnic_stats_print(module, "final");
-    }
-    opal_btl_usnic_connectivity_unlisten(module);
+    /* progress may still be called until the BML unregisters it */
+    module->dead = true;
     while (NULL != (li = opal_list_get_first(&module->all_endpoints)) &&
            li != opal_list_get_end(&module->all_endpoints)) {
         release_endpoint(module, usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li));
@@ -898,6 +916,12 @@ static int usnic_finalize(mca_btl_base_module_t *btl)
     ibv_dealloc_pd(module->pd);
     module->pd = NULL;
     /* The device context is closed by the component: ports may share it. */
+}
+
+static int usnic_finalize(mca_btl_base_module_t *btl)
+{
+    opal_btl_usnic_component_quiesce();
+    opal_btl_usnic_module_teardown((opal_btl_usnic_module_t *) btl);
     return OPAL_SUCCESS;
 }
 

@@ -135,6 +135,10 @@ bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len);
  * built is released again. */
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module);
 
+/* Release everything a module holds (endpoints, channels, lists, PD).
+ * Idempotent. */
+void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module);
+
 /* Progress one module: poll both channels, then run the send engine. */
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 

@@ -151,8 +151,6 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
             ep->next_frag_id = 1;
         }
         ++ep->active_large_frags;
-        frag->segs_unacked = (uint32_t)((frag->size + module->max_chunk_payload - 1) /
-                                        module->max_chunk_payload);
     }
     if (len > module->max_chunk_payload) {
         len = module->max_chunk_payload;
@@ -169,10 +167,13 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         size_t data_off = off + copied - hdr_len;
         size_t n = len - copied;
         if (frag->lazy) {
+            /* The convertor packs whole basic elements only: the chunk
+             * carries what it packed, the rest starts the next chunk. */
             struct iovec iov = {.iov_base = dst + copied, .iov_len = n};
             uint32_t iov_count = 1;
             size_t max_data = n;
             opal_convertor_pack(&frag->conv, &iov, &iov_count, &max_data);
+            len = copied + max_data;
         } else {
             const uint8_t *src = NULL != frag->pack_buf ? frag->pack_buf
                                                         : frag->segs[1].seg_addr.pval;
@@ -190,6 +191,7 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     ch->frag_size = (uint32_t) frag->size;
     ch->frag_offset = (uint32_t) off;
     frag->sent_offset += len;
+    ++frag->segs_unacked;
     send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
     ++module->stats.num_chunk_sends;
     return frag->sent_offset >= frag->size;
@@ -305,7 +307,9 @@ void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_se
         opal_free_list_return(&module->chunk_segs,
                               &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
     }
-    if (0 != --frag->segs_unacked) {
+    /* A large frag still being chunked is not done even if all of its
+     * chunks so far are acknowledged. */
+    if (0 != --frag->segs_unacked || frag->queued) {
         return;
     }
     if (USNIC_FRAG_LARGE == frag->type) {

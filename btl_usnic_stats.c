@@ -8,9 +8,11 @@
 #include "opal_config.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -41,4 +43,61 @@ void opal_btl_usnic_stats_print(opal_btl_usnic_module_t *module, const char *pre
     if (usnic_component.stats_relative) {
         memset(s, 0, sizeof(*s));
     }
+}
+
+/* Every value is per module: the count is fixed at bind time. */
+static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                       int *count)
+{
+    (void) pvar;
+    (void) obj;
+    if (MCA_BASE_PVAR_HANDLE_BIND == event) {
+        *count = usnic_component.num_modules;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ctx is the counter's offset in opal_btl_usnic_stats_t. */
+static int pvar_read(const struct mca_base_pvar_t *pvar, void *value, void *ctx)
+{
+    size_t offset = (size_t)(uintptr_t) ctx;
+    unsigned long *out = value;
+    (void) pvar;
+
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        const char *stats = (const char *) &usnic_component.modules[i].stats;
+        out[i] = (unsigned long) *(const uint64_t *)(stats + offset);
+    }
+    return OPAL_SUCCESS;
+}
+
+static void register_pvar(const char *name, const char *desc, int var_class, size_t offset)
+{
+    (void) mca_base_component_pvar_register(&usnic_component.super.btl_version, name, desc,
+                                            OPAL_INFO_LVL_5, var_class,
+                                            MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
+                                            MCA_BASE_VAR_BIND_NO_OBJECT,
+                                            MCA_BASE_PVAR_FLAG_READONLY |
+                                                MCA_BASE_PVAR_FLAG_CONTINUOUS,
+                                            pvar_read, NULL, pvar_notify,
+                                            (void *)(uintptr_t) offset);
+}
+
+void opal_btl_usnic_stats_register_pvars(void)
+{
+    /* Relative reports reset the counters, which would make them lie as
+     * MPI_T counters; only the high-water marks are exported then. */
+    if (!usnic_component.stats_relative) {
+#define USNIC_STATS_PVAR(name, desc) \
+        register_pvar(#name, desc, MCA_BASE_PVAR_CLASS_COUNTER, \
+                      offsetof(opal_btl_usnic_stats_t, name));
+        USNIC_STATS_COUNTERS(USNIC_STATS_PVAR)
+#undef USNIC_STATS_PVAR
+    }
+    register_pvar("max_sent_window_size", "Most segments unacknowledged toward one peer",
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
+                  offsetof(opal_btl_usnic_stats_t, max_sent_window_size));
+    register_pvar("max_rcvd_window_size", "Deepest out-of-order receive window seen",
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
+                  offsetof(opal_btl_usnic_stats_t, max_rcvd_window_size));
 }

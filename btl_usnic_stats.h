@@ -51,6 +51,10 @@ typedef struct {
 
 struct opal_btl_usnic_module_t;
 
+/* Export the counters as MPI_T performance variables btl_usnic_<counter>,
+ * each an array with one value per module (device). */
+void opal_btl_usnic_stats_register_pvars(void);
+
 /* Print one report line per module ("final" at finalize). */
 void opal_btl_usnic_stats_print(struct opal_btl_usnic_module_t *module, const char *prefix);
 

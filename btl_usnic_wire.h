@@ -60,7 +60,7 @@ typedef struct {
     uint16_t version;           /* USNIC_MODEX_VERSION */
     uint8_t mac[6];
     uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
-    uint32_t pad;
+    uint32_t rcv_depth;         /* receive buffers of the data channel */
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");

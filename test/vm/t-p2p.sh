@@ -1,0 +1,28 @@
+#!/bin/bash
+# vm-timeout: 540
+# Point-to-point data path (progs/p2p.c): ping-pong and streaming between ranks on hostA and
+# hostB, every byte checked, at 211 sizes from 0 B to 16 MiB that put every protocol boundary
+# between two neighbouring sizes: all of 700-760 B (priority fast path: 736 B incl. the 14-byte
+# PML header), all of 4000-4100 B (one datagram: 4064 B incl. header; 4051 is the first chunked
+# size), two chunks (8082/8083), 16 KiB +-1, the eager limit 153600 +-1 and ob1's eager/
+# rendezvous switch at 153544/153545 (rendezvous sends btl_rndv_eager_limit = 500 B first; also
+# 499/500/501 B messages), 2 x max_send_size +-1, 1 MiB +-1, 4 MiB + 3 and 16 MiB.
+# Ping-pong: the receiver checks the pattern (size, iteration, pair, position), XORs every byte
+# with a second pattern and sends it back from its receive buffer; streaming: up to 16 messages
+# in flight, one way, the other way, both ways at once. Receive buffers are poisoned and have a
+# guard that must stay untouched; counts, sources and tags are checked.
+#   1) 1 rank per host, btl usnic,self (rank 0 also prints the time of every size)
+#   2) 3 ranks per host, btl usnic,self,vader: 3 cross-host pairs at the same time
+# Each run: no wrong byte, and on both hosts the usnic counters (num_frag_recvs +
+# num_chunk_recvs) reach the datagrams that traffic needs: usnic carried it.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dp-lib.sh"
+
+mpi_build p2p
+# ~15 s and ~35 s on an idle 2-core host; room for slower or busy ones
+DP_TIMEOUT=240
+dp_run 1 "$WORK/p2p-1.out" "$WORK/p2p" -v 1
+dp_check p2p 1 "$WORK/p2p-1.out"
+dp_run 3 "$WORK/p2p-3.out" "$WORK/p2p"
+dp_check p2p 3 "$WORK/p2p-3.out"
+dp_done

@@ -1,0 +1,39 @@
+#!/bin/bash
+# vm-timeout: 150
+# Statistics: the counters move as expected when read through MPI_T; with
+# btl_usnic_stats=1 reports are printed every second and once at finalize; with
+# btl_usnic_connectivity_map each process writes a map of its device and its peer.
+. "$(dirname "$0")/lib.sh"
+mpi_build mpit
+mpi_build busy
+
+echo "== MPI_T counters"
+BTL=usnic,self mpirun_usnic "$WORK/mpit" > "$WORK/mpit.out" 2>&1; rc=$?
+cat "$WORK/mpit.out"
+[ "$rc" = 0 ] || fail "mpit exit code $rc"
+for r in 0 1; do
+    assert_grep "^mpit: rank $r: btl_usnic_num_total_sends [0-9]+ -> [0-9]+ \(1 device\(s\)\)$" \
+        "$WORK/mpit.out" "rank $r read btl_usnic_num_total_sends"
+done
+
+echo "== periodic and final reports, connectivity map"
+BTL=usnic,self mpirun_usnic --mca btl_usnic_stats 1 --mca btl_usnic_connectivity_map "$WORK/map" \
+    "$WORK/busy" 4 > "$WORK/stats.out" 2>&1; rc=$?
+cat "$WORK/stats.out"
+[ "$rc" = 0 ] || fail "busy exit code $rc"
+for x in A B; do
+    assert_grep "btl:usnic: stats 0002 host$x rxe$x: num_total_sends=[1-9][0-9]* " \
+        "$WORK/stats.out" "host$x printed periodic reports"
+    assert_grep "btl:usnic: stats final host$x rxe$x: .*num_total_recvs=[1-9][0-9]* " \
+        "$WORK/stats.out" "host$x printed a final report with received datagrams"
+    # rank 0 (hostA) broadcasts: hostB receives the frags
+    [ $x = B ] && assert_grep "btl:usnic: stats final hostB rxeB: .*num_frag_recvs=[1-9][0-9]* " \
+        "$WORK/stats.out" "hostB received the broadcast frags"
+    f=$(ls "$WORK"/map-host$x.pid*.job*.mcwrank*.txt 2>/dev/null)
+    [ -n "$f" ] || fail "no map file for host$x"
+    cat "$f"
+    assert_grep "^device=rxe$x,interface=veth$x,ip=${RXEVM_IP_A%.*}\.[12]/24,mac=([0-9a-f]{2}:){5}[0-9a-f]{2},mtu=9000$" \
+        "$f" "host$x map lists its device"
+    assert_grep "^peer=[01],hostname=host[AB],device=rxe$x@peer_ip=${RXEVM_IP_A%.*}\.[12]/24@peer_mac=" \
+        "$f" "host$x map lists its peer"
+done
