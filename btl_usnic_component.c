@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
+    /* For debugging and the rogue-sender test, which must forge both. */
+    usnic_verbose(10, "%s: sender id 0x%016" PRIx64 ", Q_Key 0x%08x", opal_process_info.nodename,
+                  c->my_hashed_name, c->qkey);
 
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");
