@@ -39,6 +39,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->dup_ack_count = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
+    ep->zombie = false;
     ep->failed = false;
 }
 

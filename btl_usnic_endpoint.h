@@ -73,6 +73,7 @@ typedef struct mca_btl_base_endpoint_t {
     bool exiting;
     bool failed;
     bool connectivity_checked;
+    bool zombie;                        /* on module->zombie_endpoints */
 } opal_btl_usnic_endpoint_t;
 typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);

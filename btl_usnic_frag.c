@@ -149,6 +149,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
         frag->sent_offset = 0;
         frag->pack_buf = NULL;
         frag->lazy = false;
+        frag->carry_len = 0;
     }
     return frag;
 }

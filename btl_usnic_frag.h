@@ -112,6 +112,11 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint8_t *pack_buf;                  /* malloc'ed, when packed eagerly */
     bool lazy;                          /* pack from conv while chunking */
     opal_convertor_t conv;
+    /* The convertor packs whole basic elements only; the tail of one that
+     * straddles a chunk boundary waits here for the next chunk. */
+    uint8_t carry[64];
+    uint8_t carry_off;
+    uint8_t carry_len;
 } opal_btl_usnic_send_frag_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_send_frag_t);
 

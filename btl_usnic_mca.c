@@ -19,6 +19,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_wire.h"
 
 /* Eager limit with one device; with several it drops unless the user set it. */
 #define USNIC_DFLT_EAGER_LIMIT_1DEV (150 * 1024)
@@ -198,10 +199,12 @@ int opal_btl_usnic_component_register(void)
         return OPAL_ERROR;
     }
     /* Sizes travel in 32-bit fields. */
+    /* Receivers accept fragments up to the protocol's limit. */
     ok &= check_range("btl_usnic_eager_limit", base->btl_eager_limit > INT_MAX ? -1 :
-                      (int) base->btl_eager_limit, 64, INT_MAX, "64 bytes to 2 GiB");
+                      (int) base->btl_eager_limit, 64, USNIC_MAX_FRAG_SIZE, "64 bytes to 1 MiB");
     ok &= check_range("btl_usnic_max_send_size", base->btl_max_send_size > INT_MAX ? -1 :
-                      (int) base->btl_max_send_size, 64, INT_MAX, "64 bytes to 2 GiB");
+                      (int) base->btl_max_send_size, 64, USNIC_MAX_FRAG_SIZE,
+                      "64 bytes to 1 MiB");
     if (base->btl_put_limit > UINT32_MAX) {
         base->btl_put_limit = UINT32_MAX;
     }

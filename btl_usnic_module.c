@@ -241,7 +241,14 @@ static void release_endpoint(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     opal_hash_table_remove_value_uint64(&module->senders, up->hashed_name);
     opal_list_remove_item(&module->all_endpoints, &ep->all_li);
     up->endpoints[mi] = NULL;
-    OBJ_RELEASE(ep);
+    /* Segments the device still owns point at the endpoint: it lives on
+     * until their completions are in (or the queue pairs are gone). */
+    if (ep->send_credits < module->channels[USNIC_DATA_CHANNEL].sd_num) {
+        opal_list_append(&module->zombie_endpoints, &ep->all_li);
+        ep->zombie = true;
+    } else {
+        OBJ_RELEASE(ep);
+    }
     for (int i = 0; i < usnic_component.num_modules; ++i) {
         proc_unused &= (NULL == up->endpoints[i]);
     }
@@ -697,8 +704,10 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         opal_btl_usnic_send_frag_t *frag =
             usnic_container_of(opal_list_remove_first(&module->fastpath_done),
                                opal_btl_usnic_send_frag_t, queue_li);
-        frag->queued = false;
+        /* Still "queued" during the PML callback, so that a PML freeing the
+         * descriptor there does not return it: that happens once, here. */
         opal_btl_usnic_frag_local_done(module, frag);
+        frag->queued = false;
         opal_btl_usnic_frag_return_if_done(module, frag);
         ++count;
     }
@@ -843,6 +852,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->endpoints_that_need_acks, opal_list_t);
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
+    OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
 
     module->isn = (uint16_t) opal_rand(&usnic_component.rng);
     memset(&module->local_addr, 0, sizeof(module->local_addr));
@@ -902,6 +912,12 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
     /* Queue pairs before the buffers they use, the PD after everything in it. */
     opal_btl_usnic_verbs_channel_fini(module, USNIC_DATA_CHANNEL);
     opal_btl_usnic_verbs_channel_fini(module, USNIC_PRIORITY_CHANNEL);
+    /* No completion can arrive any more. */
+    while (NULL != (li = opal_list_remove_first(&module->zombie_endpoints))) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
+        OBJ_RELEASE(ep);
+    }
+    OBJ_DESTRUCT(&module->zombie_endpoints);
     OBJ_DESTRUCT(&module->fastpath_done);
     OBJ_DESTRUCT(&module->pending_resend_segs);
     OBJ_DESTRUCT(&module->endpoints_that_need_acks);

@@ -92,6 +92,7 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t endpoints_that_need_acks;
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
+    opal_list_t zombie_endpoints;   /* released, but with sends still posted */
 
     uint16_t isn;
     usnic_modex_addr_t local_addr;

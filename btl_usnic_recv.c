@@ -61,6 +61,17 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
 {
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
+    uint32_t mcp = module->max_chunk_payload;
+    uint32_t index = ch->frag_offset / mcp;
+    uint32_t full = ch->frag_size - ch->frag_offset;
+
+    /* Chunks tile the fragment: chunk k sits at k * max_chunk_payload, is
+     * full unless last, and has sequence number first_seq + k.  Anything
+     * else (overlaps, holes) is dropped as bad. */
+    if (0 != ch->frag_offset % mcp || len != (full < mcp ? full : mcp)) {
+        ++module->stats.num_badfrag_recvs;
+        return false;
+    }
 
     if (NULL == ep->rx_frags) {
         ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
@@ -90,8 +101,13 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         slot->bytes_left = ch->frag_size;
         slot->put_addr = ch->hdr.put_addr;
         slot->tag = ch->hdr.tag;
+        slot->first_seq = (uint16_t)(ch->hdr.pkt_seq - index);
         break;
     case USNIC_CHUNK_FITS:
+        if ((uint16_t)(ch->hdr.pkt_seq - index) != slot->first_seq) {
+            ++module->stats.num_badfrag_recvs;
+            return false;
+        }
         break;
     }
     if (len > slot->bytes_left) {
@@ -131,7 +147,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
     len = byte_len - USNIC_GRH_LEN;
-    res = usnic_pkt_validate(hdr, len, (uint32_t) module->super.btl_max_send_size);
+    res = usnic_pkt_validate(hdr, len, USNIC_MAX_FRAG_SIZE);
     if (OPAL_UNLIKELY(USNIC_PKT_OK != res)) {
         opal_btl_usnic_count_bad(module, res);
         goto repost;
@@ -186,8 +202,9 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         }
     } else {
         const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;
-        ++module->stats.num_chunk_recvs;
-        recv_chunk(module, ep, ch, (const uint8_t *)(ch + 1));
+        if (recv_chunk(module, ep, ch, (const uint8_t *)(ch + 1))) {
+            ++module->stats.num_chunk_recvs;
+        }
     }
     {
         uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx.next_contig + 1);

@@ -24,7 +24,7 @@
 
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
-    if (!ep->on_sends_list && !ep->failed && !opal_list_is_empty(&ep->send_queue) &&
+    if (!ep->on_sends_list && !ep->failed && !ep->exiting && !opal_list_is_empty(&ep->send_queue) &&
         ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
         opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = true;
@@ -128,6 +128,44 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     return true;
 }
 
+/* Pack exactly n bytes from the frag's convertor: every chunk but the last
+ * is full, which is what lets the receiver check chunk offsets. */
+static void lazy_pack(opal_btl_usnic_send_frag_t *frag, uint8_t *dst, size_t n)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        struct iovec iov;
+        uint32_t iov_count = 1;
+        size_t max_data;
+
+        if (frag->carry_len > 0) {
+            size_t m = n - got < frag->carry_len ? n - got : frag->carry_len;
+            memcpy(dst + got, frag->carry + frag->carry_off, m);
+            frag->carry_off += (uint8_t) m;
+            frag->carry_len -= (uint8_t) m;
+            got += m;
+            continue;
+        }
+        iov.iov_base = dst + got;
+        iov.iov_len = max_data = n - got;
+        opal_convertor_pack(&frag->conv, &iov, &iov_count, &max_data);
+        got += max_data;
+        if (got < n) {
+            /* room for less than one element: pack it aside and split it */
+            iov.iov_base = frag->carry;
+            iov.iov_len = max_data = sizeof(frag->carry);
+            iov_count = 1;
+            opal_convertor_pack(&frag->conv, &iov, &iov_count, &max_data);
+            frag->carry_off = 0;
+            frag->carry_len = (uint8_t) max_data;
+            if (0 == max_data) {
+                break; /* the convertor has no more data: cannot happen for a sane size */
+            }
+        }
+    }
+}
+
 /* Copy the next chunk of a large frag into a chunk segment and send it.
  * Returns true when that was the last chunk. */
 static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -167,13 +205,7 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         size_t data_off = off + copied - hdr_len;
         size_t n = len - copied;
         if (frag->lazy) {
-            /* The convertor packs whole basic elements only: the chunk
-             * carries what it packed, the rest starts the next chunk. */
-            struct iovec iov = {.iov_base = dst + copied, .iov_len = n};
-            uint32_t iov_count = 1;
-            size_t max_data = n;
-            opal_convertor_pack(&frag->conv, &iov, &iov_count, &max_data);
-            len = copied + max_data;
+            lazy_pack(frag, dst + copied, n);
         } else {
             const uint8_t *src = NULL != frag->pack_buf ? frag->pack_buf
                                                         : frag->segs[1].seg_addr.pval;
@@ -318,8 +350,9 @@ void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_se
     if (0 != frag->put_addr && NULL != frag->put_cb) {
         mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
         frag->put_cb = NULL;
+        /* A flush at del_procs "acknowledges" what may never have arrived. */
         cb(&module->super, ep, frag->put_local, NULL, frag->put_context, frag->put_cbdata,
-           OPAL_SUCCESS);
+           ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
     }
     opal_btl_usnic_frag_return_if_done(module, frag);
 }
@@ -341,5 +374,12 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
         }
     }
     opal_btl_usnic_frag_return_if_done(module, frag);
+    if (OPAL_UNLIKELY(ep->zombie)) {
+        if (ep->send_credits >= module->channels[USNIC_DATA_CHANNEL].sd_num) {
+            opal_list_remove_item(&module->zombie_endpoints, &ep->all_li);
+            OBJ_RELEASE(ep);
+        }
+        return;
+    }
     opal_btl_usnic_check_rts(ep);
 }

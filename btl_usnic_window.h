@@ -129,6 +129,7 @@ typedef struct {
     uint32_t bytes_left;
     uint64_t put_addr;          /* 0, or where an emulated PUT lands */
     uint8_t *buf;               /* reassembly buffer (sends) or put target */
+    uint16_t first_seq;         /* sequence number of the fragment's chunk 0 */
     uint8_t tag;
 } usnic_rx_frag_t;
 

@@ -13,6 +13,11 @@
 
 #include <stdint.h>
 
+/* Largest fragment sent as chunks (except emulated PUTs), whatever the
+ * local limits: receivers check against this, so peers with different
+ * eager limits still understand each other. */
+#define USNIC_MAX_FRAG_SIZE (1024 * 1024)
+
 /* Bytes the device writes in front of every UD receive (RoCE carries a GRH). */
 #define USNIC_GRH_LEN 40
 

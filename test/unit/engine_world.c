@@ -1,0 +1,1134 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Two fake processes and a steerable network; see engine_world.h.
+ */
+
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/class/opal_free_list.h"
+#include "opal/class/opal_hotel.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/datatype/opal_datatype.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/event/event.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_verbs.h"
+
+#include "engine_world.h"
+
+/* The strided datatype of SEND_NONCONTIG: 48 bytes of every 64. */
+#define STRIDE_DATA 48
+#define STRIDE_EXTENT 64
+
+/* The size of the PML header a message carries in segment 0. */
+#define PML_HDR 16
+
+static world_t the_world;
+
+uint32_t world_rand(world_t *w)
+{
+    uint32_t x = w->rng;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return w->rng = x;
+}
+
+/* ------------------------------------------------------------------ */
+/* message contents                                                    */
+
+static uint8_t byte_at(uint64_t id, size_t i)
+{
+    uint64_t x = id * 0x9E3779B97F4A7C15ULL + i + 1;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 29;
+    return (uint8_t) x;
+}
+
+void world_fill(uint8_t *buf, uint64_t id, size_t len)
+{
+    for (size_t i = 0; i < len; ++i) {
+        buf[i] = i < sizeof(id) ? (uint8_t)(id >> (8 * i)) : byte_at(id, i);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* building and tearing down                                           */
+
+/* As btl_usnic_module.c init_free_list, without a registration cache. */
+static int init_free_list(opal_free_list_t *fl, size_t elem_size, opal_class_t *cls,
+                          size_t payload, int n0, int inc, opal_free_list_item_init_fn_t init,
+                          void *ctx)
+{
+    OBJ_CONSTRUCT(fl, opal_free_list_t);
+    return opal_free_list_init(fl, elem_size, opal_cache_line_size, cls, payload,
+                               opal_cache_line_size, n0, -1, inc, NULL, 0, NULL, init, ctx);
+}
+
+/* What opal_btl_usnic_module_init() and the component's device scan do
+ * for a 4096-byte-MTU port, over the fake device. */
+static int module_build(world_t *w, int s, uint16_t isn)
+{
+    opal_btl_usnic_module_t *m = &w->mods[s];
+    uint32_t data_mtu = 4096, prio_mtu = 768;
+    int rc;
+
+    *m = opal_btl_usnic_module_template;
+    m->context = fake_context();
+    snprintf(m->dev_name, sizeof(m->dev_name), "fake%c", 'A' + s);
+    m->port_num = 1;
+    m->gid_index = 1;
+    m->port_mtu = data_mtu;
+    snprintf(m->if_name, sizeof(m->if_name), "eth%d", s);
+    m->if_ipv4 = htonl(0x0a000001u + (uint32_t) s);
+    m->if_prefix = 24;
+    m->if_mtu = 4200;
+    for (int i = 0; i < 6; ++i) {
+        m->if_mac[i] = (uint8_t)(0x10 * s + i);
+    }
+    m->link_speed_mbps = 10000;
+    m->rcache = NULL;
+    m->pd = NULL;
+
+    /* base BTL values as btl_usnic_mca.c sets them for one device */
+    m->super.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    m->super.btl_latency = 4;
+    m->super.btl_bandwidth = m->link_speed_mbps;
+    m->super.btl_eager_limit = 150 * 1024;
+    m->super.btl_rndv_eager_limit = 500;
+    m->super.btl_max_send_size = 150 * 1024;
+    m->super.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                         MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
+    m->super.btl_put_limit = UINT32_MAX;
+    m->super.btl_put_alignment = 0;
+
+    if (usnic_component.priority_limit > 0) {
+        prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
+    }
+    if (prio_mtu > data_mtu) {
+        prio_mtu = data_mtu;
+    }
+    m->max_frag_payload = data_mtu - sizeof(usnic_btl_header_t);
+    m->max_chunk_payload = data_mtu - sizeof(usnic_btl_chunk_header_t);
+    m->max_tiny_payload = prio_mtu - sizeof(usnic_btl_header_t);
+
+    rc = opal_btl_usnic_verbs_channel_init(m, USNIC_PRIORITY_CHANNEL, 127, 127, 254, prio_mtu);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    rc = opal_btl_usnic_verbs_channel_init(m, USNIC_DATA_CHANNEL, 1024, 1024, 2048, data_mtu);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    m->fastsend_wqe_thresh = m->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
+
+    rc = init_free_list(&m->small_send_frags, sizeof(opal_btl_usnic_send_frag_t),
+                        OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, 128, 128,
+                        opal_btl_usnic_small_frag_init, NULL);
+    rc = (OPAL_SUCCESS != rc) ? rc
+         : init_free_list(&m->large_send_frags, sizeof(opal_btl_usnic_send_frag_t),
+                          OBJ_CLASS(opal_btl_usnic_send_frag_t), 0, 16, 16, NULL, NULL);
+    rc = (OPAL_SUCCESS != rc) ? rc
+         : init_free_list(&m->chunk_segs, sizeof(opal_btl_usnic_chunk_t),
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, 256, 256,
+                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_CHUNK);
+    rc = (OPAL_SUCCESS != rc) ? rc
+         : init_free_list(&m->ack_segs, sizeof(opal_btl_usnic_ack_item_t),
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), 64, 128, 64,
+                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_ACK);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+
+    OBJ_CONSTRUCT(&m->senders, opal_hash_table_t);
+    opal_hash_table_init(&m->senders, 256);
+    OBJ_CONSTRUCT(&m->all_endpoints, opal_list_t);
+    OBJ_CONSTRUCT(&m->endpoints_with_sends, opal_list_t);
+    OBJ_CONSTRUCT(&m->endpoints_that_need_acks, opal_list_t);
+    OBJ_CONSTRUCT(&m->pending_resend_segs, opal_list_t);
+    OBJ_CONSTRUCT(&m->fastpath_done, opal_list_t);
+    OBJ_CONSTRUCT(&m->zombie_endpoints, opal_list_t);
+
+    m->isn = isn;
+    memset(&m->local_addr, 0, sizeof(m->local_addr));
+    m->local_addr.gid[10] = m->local_addr.gid[11] = 0xff;
+    memcpy(&m->local_addr.gid[12], &m->if_ipv4, 4);
+    m->local_addr.qp_num[USNIC_PRIORITY_CHANNEL] = m->channels[USNIC_PRIORITY_CHANNEL].qp->qp_num;
+    m->local_addr.qp_num[USNIC_DATA_CHANNEL] = m->channels[USNIC_DATA_CHANNEL].qp->qp_num;
+    m->local_addr.qkey = usnic_component.qkey;
+    m->local_addr.ipv4_addr = m->if_ipv4;
+    m->local_addr.prefix = m->if_prefix;
+    m->local_addr.link_speed_mbps = m->link_speed_mbps;
+    m->local_addr.mtu = (uint16_t) data_mtu;
+    m->local_addr.isn = isn;
+    m->local_addr.version = USNIC_MODEX_VERSION;
+    memcpy(m->local_addr.mac, m->if_mac, sizeof(m->if_mac));
+    /* connectivity_udp_port stays 0: the peer has no checker to ping */
+    memset(&m->stats, 0, sizeof(m->stats));
+    m->pml_error_callback = NULL;
+    m->dead = false;
+    return OPAL_SUCCESS;
+}
+
+/* The peer record and endpoint of side s, as usnic_add_procs makes them. */
+static int endpoint_build(world_t *w, int s)
+{
+    opal_btl_usnic_module_t *m = &w->mods[s];
+    int peer = 1 - s;
+    opal_btl_usnic_proc_t *up;
+    opal_btl_usnic_endpoint_t *ep;
+    int rc;
+
+    OBJ_CONSTRUCT(&w->oproc[s], opal_proc_t);
+    w->oproc[s].proc_name.jobid = 0x1234;
+    w->oproc[s].proc_name.vpid = (opal_vpid_t) peer;
+    w->oproc[s].proc_hostname = (char *) (SIDE_A == peer ? "hostA" : "hostB");
+
+    up = OBJ_NEW(opal_btl_usnic_proc_t);
+    if (NULL == up) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    up->proc_opal = &w->oproc[s];
+    up->hashed_name = w->name[peer];
+    up->modex = malloc(sizeof(*up->modex));
+    up->match = malloc(2 * sizeof(*up->match));
+    up->endpoints = calloc(2, sizeof(*up->endpoints));
+    if (NULL == up->modex || NULL == up->match || NULL == up->endpoints) {
+        OBJ_RELEASE(up);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    up->modex[0] = w->mods[peer].local_addr;
+    up->modex_count = 1;
+    up->match[s] = 0;
+    up->match[peer] = -1;
+    opal_list_append(&usnic_component.procs, &up->super);
+    w->uproc[s] = up;
+
+    ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    if (NULL == ep) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ep->proc = up;
+    ep->remote_index = 0;
+    rc = opal_btl_usnic_endpoint_setup(ep, m, &up->modex[0]);
+    if (OPAL_SUCCESS != rc) {
+        OBJ_RELEASE(ep);
+        return rc;
+    }
+    opal_btl_usnic_verbs_create_ah(m, ep);
+    up->endpoints[s] = ep;
+    opal_hash_table_set_value_uint64(&m->senders, up->hashed_name, ep);
+    opal_list_append(&m->all_endpoints, &ep->all_li);
+    w->ep[s] = ep;
+    return OPAL_SUCCESS;
+}
+
+/* What usnic_finalize does after releasing the endpoints, minus the
+ * registration cache and protection domain the fake modules do not have. */
+static void module_teardown(opal_btl_usnic_module_t *m)
+{
+    opal_free_list_t *lists[] = {&m->small_send_frags, &m->large_send_frags, &m->chunk_segs,
+                                 &m->ack_segs};
+
+    /* A list a failed test left corrupt (an item returned twice) would
+     * make its destructor loop or crash: empty it, its memory goes anyway. */
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
+        if (SIZE_MAX == world_free_count(lists[i])) {
+            lists[i]->super.opal_lifo_head.data.item = &lists[i]->super.opal_lifo_ghost;
+        }
+    }
+    opal_btl_usnic_verbs_channel_fini(m, USNIC_DATA_CHANNEL);
+    opal_btl_usnic_verbs_channel_fini(m, USNIC_PRIORITY_CHANNEL);
+    /* as the real teardown: no completions come after the channels */
+    while (!opal_list_is_empty(&m->zombie_endpoints)) {
+        opal_list_item_t *li = opal_list_remove_first(&m->zombie_endpoints);
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
+        OBJ_RELEASE(ep);
+    }
+    OBJ_DESTRUCT(&m->zombie_endpoints);
+    OBJ_DESTRUCT(&m->fastpath_done);
+    OBJ_DESTRUCT(&m->pending_resend_segs);
+    OBJ_DESTRUCT(&m->endpoints_that_need_acks);
+    OBJ_DESTRUCT(&m->endpoints_with_sends);
+    OBJ_DESTRUCT(&m->all_endpoints);
+    OBJ_DESTRUCT(&m->senders);
+    OBJ_DESTRUCT(&m->ack_segs);
+    OBJ_DESTRUCT(&m->chunk_segs);
+    OBJ_DESTRUCT(&m->large_send_frags);
+    OBJ_DESTRUCT(&m->small_send_frags);
+}
+
+static void world_recv_cb(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
+                          mca_btl_base_descriptor_t *des, void *cbdata)
+{
+    world_t *w = cbdata;
+    rx_msg_t *r;
+    size_t len = 0, off = 0;
+
+    if (w->nrx == w->rx_cap) {
+        w->rx_cap = w->rx_cap ? 2 * w->rx_cap : 256;
+        w->rx = realloc(w->rx, w->rx_cap * sizeof(*w->rx));
+        if (NULL == w->rx) {
+            abort();
+        }
+    }
+    for (size_t i = 0; i < des->des_segment_count; ++i) {
+        len += des->des_segments[i].seg_len;
+    }
+    r = &w->rx[w->nrx++];
+    r->side = btl == &w->mods[SIDE_A].super ? SIDE_A : SIDE_B;
+    r->tag = tag;
+    r->len = len;
+    r->data = malloc(len > 0 ? len : 1);
+    if (NULL == r->data) {
+        abort();
+    }
+    for (size_t i = 0; i < des->des_segment_count; ++i) {
+        memcpy(r->data + off, des->des_segments[i].seg_addr.pval, des->des_segments[i].seg_len);
+        off += des->des_segments[i].seg_len;
+    }
+    if (NULL != w->on_recv) {
+        w->on_recv(w, r->side, r);
+    }
+}
+
+/* Live endpoints: the world's, and released ones the module keeps until
+ * the device is done with them. */
+static bool endpoint_alive(const mca_btl_base_endpoint_t *ep)
+{
+    if (NULL == ep) {
+        return false;
+    }
+    if (ep == the_world.ep[SIDE_A] || ep == the_world.ep[SIDE_B]) {
+        return true;
+    }
+    for (int s = 0; s < 2; ++s) {
+        opal_list_t *z = &the_world.mods[s].zombie_endpoints;
+        for (opal_list_item_t *li = opal_list_get_first(z); li != opal_list_get_end(z);
+             li = opal_list_get_next(li)) {
+            if (ep == usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+world_t *world_new(uint16_t isn_a, uint16_t isn_b)
+{
+    world_t *w = &the_world;
+
+    if (w->live) {
+        world_fini(w);
+    }
+    memset(w, 0, sizeof(*w));
+    fake_device_reset();
+    fake_component_reset();
+    if (NULL == opal_sync_event_base) {
+        /* opal_init_util does not open the event framework. */
+        opal_sync_event_base = opal_event_base_create();
+        if (NULL == opal_sync_event_base) {
+            return NULL;
+        }
+    }
+    w->live = true;
+    w->per_step = 64;
+    w->rng = 0x2545F491u;
+    for (int s = 0; s < 2; ++s) {
+        opal_process_name_t n = {.jobid = 0x1234, .vpid = (opal_vpid_t) s};
+        w->name[s] = opal_btl_usnic_hash_name(&n);
+    }
+    usnic_component.modules = w->mods;
+    usnic_component.num_modules = 2;
+    if (OPAL_SUCCESS != module_build(w, SIDE_A, isn_a) ||
+        OPAL_SUCCESS != module_build(w, SIDE_B, isn_b) ||
+        OPAL_SUCCESS != endpoint_build(w, SIDE_A) || OPAL_SUCCESS != endpoint_build(w, SIDE_B)) {
+        return NULL;
+    }
+    mca_btl_base_active_message_trigger[WORLD_TAG].cbfunc = world_recv_cb;
+    mca_btl_base_active_message_trigger[WORLD_TAG].cbdata = w;
+    fake_dev.endpoint_alive = endpoint_alive;
+    world_run_as(w, SIDE_A);
+    return w;
+}
+
+void world_fini(world_t *w)
+{
+    if (!w->live) {
+        return;
+    }
+    mca_btl_base_active_message_trigger[WORLD_TAG].cbfunc = NULL;
+    mca_btl_base_active_message_trigger[WORLD_TAG].cbdata = NULL;
+    w->on_recv = NULL;
+    w->after_step = NULL;
+    w->on_send_done = NULL;
+    w->on_put_done = NULL;
+    for (int s = 0; s < 2; ++s) {
+        if (NULL != w->ep[s]) {
+            world_del_procs(w, s);
+        }
+    }
+    while (w->nregs > 0) {
+        --w->nregs;
+        w->mods[w->regs[w->nregs].side].super.btl_deregister_mem(
+            &w->mods[w->regs[w->nregs].side].super, w->regs[w->nregs].h);
+    }
+    for (int s = 0; s < 2; ++s) {
+        module_teardown(&w->mods[s]);
+        OBJ_DESTRUCT(&w->oproc[s]);
+    }
+    for (size_t i = 0; i < w->nsent; ++i) {
+        sent_msg_t *m = w->sent[i];
+        if (NULL != m->conv) {
+            OBJ_RELEASE(m->conv);
+        }
+        if (NULL != m->dtype) {
+            OBJ_RELEASE(m->dtype);
+        }
+        free(m->expect);
+        free(m->user_buf);
+        free(m);
+    }
+    free(w->sent);
+    for (size_t i = 0; i < w->nrx; ++i) {
+        free(w->rx[i].data);
+    }
+    free(w->rx);
+    for (size_t i = 0; i < w->nputs; ++i) {
+        free(w->puts[i]);
+    }
+    free(w->puts);
+    fake_device_reset();
+    fake_component_fini();
+    w->live = false;
+}
+
+int world_del_procs(world_t *w, int side)
+{
+    opal_proc_t *p = &w->oproc[side];
+    mca_btl_base_endpoint_t *e = w->ep[side];
+    int rc;
+
+    world_run_as(w, side);
+    rc = w->mods[side].super.btl_del_procs(&w->mods[side].super, 1, &p, &e);
+    w->ep[side] = NULL;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* running                                                             */
+
+void world_run_as(world_t *w, int side)
+{
+    usnic_component.my_hashed_name = w->name[side];
+}
+
+int world_progress(world_t *w, int side)
+{
+    world_run_as(w, side);
+    return opal_btl_usnic_module_progress(&w->mods[side]);
+}
+
+static void deliver(world_t *w, fake_dgram_t *d)
+{
+    int to = -1;
+
+    for (int s = 0; s < 2; ++s) {
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            if (w->mods[s].local_addr.qp_num[c] == d->dst_qpn) {
+                to = s;
+            }
+        }
+    }
+    if (FAKE_RX_OK == fake_deliver(d->dst_qpn, d->bytes, d->len) && to >= 0) {
+        ++w->net_delivered;
+        if (d->len >= sizeof(usnic_btl_header_t) &&
+            USNIC_PAYLOAD_TYPE_ACK == dgram_hdr(d)->payload_type) {
+            ++w->delivered_acks[to];
+        } else {
+            ++w->delivered_data[to];
+        }
+    } else {
+        ++w->net_dropped;
+    }
+}
+
+unsigned world_net_step(world_t *w)
+{
+    unsigned n = 0;
+
+    while (!w->paused && n < w->per_step && fake_wire_count() > 0) {
+        size_t avail = fake_wire_count(), pick = 0;
+        fake_dgram_t d;
+        long room;
+
+        if (w->reorder > 1) {
+            pick = world_rand(w) % (avail < w->reorder ? avail : w->reorder);
+        }
+        /* A receiver without posted buffers holds the network up rather
+         * than lose datagrams the test did not mean to lose. */
+        room = fake_qp_rx_posted(fake_wire_peek(pick)->dst_qpn);
+        if (0 == room) {
+            break;
+        }
+        fake_wire_take(pick, &d);
+        ++n;
+        switch (NULL != w->filter ? w->filter(w, &d, w->filter_arg) : NET_DELIVER) {
+        case NET_DELIVER:
+            deliver(w, &d);
+            break;
+        case NET_DROP:
+            ++w->net_dropped;
+            break;
+        case NET_DUP:
+            ++w->net_duplicated;
+            deliver(w, &d);
+            if (fake_qp_rx_posted(d.dst_qpn) > 0) {
+                deliver(w, &d);
+            } else {
+                fake_wire_push(&d);
+                continue;
+            }
+            break;
+        case NET_HOLD:
+            ++w->net_held;
+            fake_wire_push(&d);
+            continue;
+        }
+        fake_dgram_free(&d);
+    }
+    return n;
+}
+
+unsigned world_step(world_t *w)
+{
+    uint64_t before = fake_dev.posts + fake_dev.rx_delivered + fake_dev.polled;
+
+    /* As opal_btl_usnic_component_progress. */
+    if (0 == (++usnic_component.progress_ticks & 255)) {
+        usnic_component.coarse_time = opal_btl_usnic_now_us() / 1e6;
+    }
+    world_progress(w, SIDE_A);
+    world_progress(w, SIDE_B);
+    world_net_step(w);
+    ++w->steps;
+    return (unsigned)(fake_dev.posts + fake_dev.rx_delivered + fake_dev.polled - before);
+}
+
+bool world_quiescent(world_t *w)
+{
+    if (fake_wire_count() > 0 || fake_held_count() > 0) {
+        return false;
+    }
+    for (int s = 0; s < 2; ++s) {
+        opal_btl_usnic_module_t *m = &w->mods[s];
+        opal_btl_usnic_endpoint_t *ep = w->ep[s];
+        if (fake_cq_depth(m, USNIC_PRIORITY_CHANNEL) > 0 ||
+            fake_cq_depth(m, USNIC_DATA_CHANNEL) > 0 ||
+            !opal_list_is_empty(&m->pending_resend_segs) ||
+            !opal_list_is_empty(&m->fastpath_done) ||
+            (NULL != ep && (!opal_btl_usnic_endpoint_drained(ep) || ep->on_acks_list))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts)
+{
+    unsigned idle = 0;
+
+    for (unsigned i = 0; i < max_steps; ++i) {
+        if (world_quiescent(w)) {
+            return WORLD_QUIET;
+        }
+        idle = world_step(w) > 0 ? 0 : idle + 1;
+        if (NULL != w->after_step) {
+            w->after_step(w);
+        }
+        /* Owed ACKs go out within ack_iteration_delay ticks. */
+        if (idle > (unsigned) usnic_component.ack_iteration_delay + 2) {
+            if (!with_timeouts) {
+                return WORLD_STALLED;
+            }
+            if (0 == world_fire_timeouts(w, SIDE_A) + world_fire_timeouts(w, SIDE_B)) {
+                return WORLD_STUCK;
+            }
+            ++w->timeout_rounds;
+            idle = 0;
+        }
+    }
+    return world_quiescent(w) ? WORLD_QUIET : WORLD_LIMIT;
+}
+
+typedef struct {
+    int room;
+    uint16_t age;
+} occupant_t;
+
+static int by_age(const void *a, const void *b)
+{
+    return (int) ((const occupant_t *) a)->age - (int) ((const occupant_t *) b)->age;
+}
+
+int world_fire_timeouts(world_t *w, int side)
+{
+    opal_btl_usnic_endpoint_t *ep = w->ep[side];
+    opal_hotel_t *h;
+    occupant_t *v;
+    int n = 0;
+
+    if (NULL == ep) {
+        return 0;
+    }
+    h = &ep->hotel;
+    v = malloc((size_t) h->num_rooms * sizeof(*v));
+    if (NULL == v) {
+        abort();
+    }
+    for (int r = 0; r < h->num_rooms; ++r) {
+        opal_btl_usnic_send_seg_t *seg = h->rooms[r].occupant;
+        if (NULL != seg) {
+            v[n].room = r;
+            v[n].age = (uint16_t)(seg->seq - (uint16_t)(ep->tx.ack_seq_rcvd + 1));
+            ++n;
+        }
+    }
+    qsort(v, (size_t) n, sizeof(*v), by_age);
+    world_run_as(w, side);
+    for (int i = 0; i < n; ++i) {
+        void *occupant = NULL;
+        opal_hotel_checkout_and_return_occupant(h, v[i].room, &occupant);
+        if (NULL != occupant) {
+            opal_btl_usnic_hotel_evict(h, v[i].room, occupant);
+        }
+    }
+    free(v);
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* the test PML                                                        */
+
+static void world_send_cb(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep,
+                          mca_btl_base_descriptor_t *des, int status)
+{
+    sent_msg_t *msg = des->des_cbdata;
+    (void) ep;
+
+    ++msg->callbacks;
+    msg->cb_status = status;
+    if (msg->w->pml_frees) {
+        btl->btl_free(btl, des);
+    }
+    if (NULL != msg->w->on_send_done) {
+        msg->w->on_send_done(msg->w, msg);
+    }
+}
+
+static opal_datatype_t *strided_type(void)
+{
+    opal_datatype_t *dt = opal_datatype_create(4);
+
+    if (NULL == dt) {
+        return NULL;
+    }
+    opal_datatype_add(dt, &opal_datatype_uint1, STRIDE_DATA, 0, 1);
+    opal_datatype_resize(dt, 0, STRIDE_EXTENT);
+    opal_datatype_commit(dt);
+    return dt;
+}
+
+/* User memory and a convertor over the data part (after the PML header). */
+static int make_convertor(sent_msg_t *msg, size_t reserve)
+{
+    size_t data = msg->len - reserve;
+    size_t count = data;
+
+    msg->conv = opal_convertor_create(opal_local_arch, 0);
+    if (NULL == msg->conv) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (SEND_NONCONTIG == msg->how) {
+        count = data / STRIDE_DATA;
+        msg->user_size = count * STRIDE_EXTENT;
+        msg->user_buf = malloc(msg->user_size > 0 ? msg->user_size : 1);
+        msg->dtype = strided_type();
+        if (NULL == msg->user_buf || NULL == msg->dtype) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        memset(msg->user_buf, 0xee, msg->user_size);
+        for (size_t k = 0; k < count; ++k) {
+            memcpy(msg->user_buf + k * STRIDE_EXTENT, msg->expect + reserve + k * STRIDE_DATA,
+                   STRIDE_DATA);
+        }
+        return opal_convertor_prepare_for_send(msg->conv, msg->dtype, count, msg->user_buf);
+    }
+    msg->user_size = data;
+    msg->user_buf = malloc(data > 0 ? data : 1);
+    if (NULL == msg->user_buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    memcpy(msg->user_buf, msg->expect + reserve, data);
+    return opal_convertor_prepare_for_send(msg->conv, &opal_datatype_uint1, count, msg->user_buf);
+}
+
+sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
+{
+    opal_btl_usnic_module_t *m = &w->mods[from];
+    mca_btl_base_module_t *btl = &m->super;
+    opal_btl_usnic_endpoint_t *ep = w->ep[from];
+    mca_btl_base_descriptor_t *des = NULL;
+    sent_msg_t *msg;
+    size_t reserve = len < PML_HDR ? len : PML_HDR, size;
+    uint32_t own = w->pml_frees ? 0 : MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+
+    if (len < 8 || (SEND_NONCONTIG == how && len < reserve + STRIDE_DATA)) {
+        return NULL;
+    }
+    if (SEND_NONCONTIG == how) {
+        len = reserve + (len - reserve) / STRIDE_DATA * STRIDE_DATA;
+    }
+    msg = calloc(1, sizeof(*msg));
+    if (NULL == msg) {
+        return NULL;
+    }
+    if (w->nsent == w->sent_cap) {
+        w->sent_cap = w->sent_cap ? 2 * w->sent_cap : 256;
+        w->sent = realloc(w->sent, w->sent_cap * sizeof(*w->sent));
+        if (NULL == w->sent) {
+            abort();
+        }
+    }
+    w->sent[w->nsent++] = msg;
+    msg->id = ++w->next_id;
+    msg->w = w;
+    msg->from = from;
+    msg->how = how;
+    msg->len = len;
+    msg->rc = OPAL_ERROR;
+    msg->expect = malloc(len);
+    if (NULL == msg->expect) {
+        return NULL;
+    }
+    world_fill(msg->expect, msg->id, len);
+    world_run_as(w, from);
+
+    switch (how) {
+    case SEND_ALLOC:
+        des = btl->btl_alloc(btl, ep, MCA_BTL_NO_ORDER, len,
+                             own | MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
+        if (NULL == des) {
+            return NULL;
+        }
+        memcpy(des->des_segments[0].seg_addr.pval, msg->expect, len);
+        break;
+    case SEND_SENDI:
+        if (OPAL_SUCCESS != make_convertor(msg, reserve)) {
+            return NULL;
+        }
+        msg->rc = btl->btl_sendi(btl, ep, msg->conv, msg->expect, reserve, len - reserve,
+                                 MCA_BTL_NO_ORDER, own, WORLD_TAG, &des);
+        if (OPAL_SUCCESS == msg->rc) {
+            msg->rc = 1; /* sendi copies everything: complete, no callback */
+            if (NULL != w->on_send_done) {
+                w->on_send_done(w, msg);
+            }
+            return msg;
+        }
+        /* As the PML: the normal path with the same convertor. */
+        /* fall through */
+    case SEND_PREPARE:
+    case SEND_NONCONTIG:
+        if (NULL == msg->conv && OPAL_SUCCESS != make_convertor(msg, reserve)) {
+            return NULL;
+        }
+        size = len - reserve;
+        des = btl->btl_prepare_src(btl, ep, msg->conv, MCA_BTL_NO_ORDER, reserve, &size, own);
+        if (NULL == des || size != len - reserve) {
+            return NULL;
+        }
+        memcpy(des->des_segments[0].seg_addr.pval, msg->expect, reserve);
+        break;
+    }
+    des->des_cbfunc = world_send_cb;
+    des->des_cbdata = msg;
+    msg->rc = btl->btl_send(btl, ep, des, WORLD_TAG);
+    if (1 == msg->rc) {
+        /* completed inline: no callback comes */
+        if (w->pml_frees) {
+            btl->btl_free(btl, des);
+        }
+        if (NULL != w->on_send_done) {
+            w->on_send_done(w, msg);
+        }
+    }
+    return msg;
+}
+
+static void world_put_cb(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep,
+                         void *local_address, mca_btl_base_registration_handle_t *local_handle,
+                         void *context, void *cbdata, int status)
+{
+    put_rec_t *p = cbdata;
+    (void) btl;
+    (void) ep;
+    (void) local_handle;
+    (void) context;
+
+    ++p->callbacks;
+    p->status = status;
+    p->local = local_address;
+    if (NULL != p->w->on_put_done) {
+        p->w->on_put_done(p->w, p);
+    }
+}
+
+put_rec_t *world_put(world_t *w, int from, void *local, uint64_t remote_addr, size_t size)
+{
+    mca_btl_base_module_t *btl = &w->mods[from].super;
+    put_rec_t *p = calloc(1, sizeof(*p));
+    put_rec_t **grown = realloc(w->puts, (w->nputs + 1) * sizeof(*w->puts));
+
+    if (NULL == p || NULL == grown) {
+        abort();
+    }
+    w->puts = grown;
+    w->puts[w->nputs++] = p;
+    p->from = from;
+    p->w = w;
+    world_run_as(w, from);
+    p->rc = btl->btl_put(btl, w->ep[from], local, remote_addr, NULL, NULL, size, 0,
+                         MCA_BTL_NO_ORDER, world_put_cb, NULL, p);
+    return p;
+}
+
+mca_btl_base_registration_handle_t *world_register(world_t *w, int side, void *base, size_t len,
+                                                   uint32_t flags)
+{
+    mca_btl_base_module_t *btl = &w->mods[side].super;
+    mca_btl_base_registration_handle_t *h;
+
+    if (w->nregs == (int) (sizeof(w->regs) / sizeof(w->regs[0]))) {
+        return NULL;
+    }
+    h = btl->btl_register_mem(btl, NULL, base, len, flags);
+    if (NULL != h) {
+        w->regs[w->nregs].side = side;
+        w->regs[w->nregs].h = h;
+        ++w->nregs;
+    }
+    return h;
+}
+
+void world_deregister(world_t *w, int side, mca_btl_base_registration_handle_t *h)
+{
+    for (int i = 0; i < w->nregs; ++i) {
+        if (w->regs[i].h == h) {
+            w->regs[i] = w->regs[--w->nregs];
+            break;
+        }
+    }
+    w->mods[side].super.btl_deregister_mem(&w->mods[side].super, h);
+}
+
+fake_rx_result_t world_inject(world_t *w, int to, int channel, const void *bytes, uint32_t len)
+{
+    return fake_deliver(w->mods[to].local_addr.qp_num[channel], bytes, len);
+}
+
+void world_header(world_t *w, int from, usnic_btl_header_t *hdr, uint8_t type)
+{
+    memset(hdr, 0, sizeof(*hdr));
+    hdr->sender = w->name[from];
+    hdr->payload_type = type;
+}
+
+/* ------------------------------------------------------------------ */
+/* checking                                                            */
+
+static char err[512];
+
+#define FAIL(...)                                    \
+    do {                                             \
+        snprintf(err, sizeof(err), __VA_ARGS__);     \
+        return err;                                  \
+    } while (0)
+
+static sent_msg_t *find_sent(world_t *w, uint64_t id)
+{
+    /* ids are handed out in order, one per entry */
+    return (id >= 1 && id <= w->nsent && w->sent[id - 1]->id == id) ? w->sent[id - 1] : NULL;
+}
+
+const char *world_verify(world_t *w, int to, bool in_order)
+{
+    int from = 1 - to;
+    size_t next_in_order = 0;
+    uint8_t *seen = calloc(w->nsent + 1, 1);
+
+    if (NULL == seen) {
+        abort();
+    }
+    for (size_t k = 0; k < w->nrx; ++k) {
+        rx_msg_t *r = &w->rx[k];
+        sent_msg_t *s;
+        uint64_t id = 0;
+
+        if (r->side != to) {
+            continue;
+        }
+        if (r->tag != WORLD_TAG || r->len < 8) {
+            free(seen);
+            FAIL("side %c got a message with tag %u and %zu bytes", 'A' + to, r->tag, r->len);
+        }
+        for (int i = 0; i < 8; ++i) {
+            id |= (uint64_t) r->data[i] << (8 * i);
+        }
+        s = find_sent(w, id);
+        if (NULL == s || s->from != from || s->rc < 0) {
+            free(seen);
+            FAIL("side %c got message id %llu that was never sent to it", 'A' + to,
+                 (unsigned long long) id);
+        }
+        if (seen[id]) {
+            free(seen);
+            FAIL("message %llu delivered twice", (unsigned long long) id);
+        }
+        seen[id] = 1;
+        if (r->len != s->len) {
+            free(seen);
+            FAIL("message %llu: %zu bytes delivered, %zu sent", (unsigned long long) id, r->len,
+                 s->len);
+        }
+        for (size_t i = 0; i < r->len; ++i) {
+            if (r->data[i] != s->expect[i]) {
+                free(seen);
+                FAIL("message %llu (%zu bytes): byte %zu is 0x%02x, sent 0x%02x",
+                     (unsigned long long) id, s->len, i, r->data[i], s->expect[i]);
+            }
+        }
+        if (in_order) {
+            while (next_in_order < w->nsent &&
+                   (w->sent[next_in_order]->from != from || w->sent[next_in_order]->rc < 0)) {
+                ++next_in_order;
+            }
+            if (next_in_order >= w->nsent || w->sent[next_in_order]->id != id) {
+                free(seen);
+                FAIL("message %llu delivered out of order", (unsigned long long) id);
+            }
+            ++next_in_order;
+        }
+    }
+    for (size_t i = 0; i < w->nsent; ++i) {
+        sent_msg_t *s = w->sent[i];
+        if (s->from == from && s->rc >= 0 && !seen[s->id]) {
+            free(seen);
+            FAIL("message %llu (%zu bytes, %c to %c) never delivered", (unsigned long long) s->id,
+                 s->len, 'A' + from, 'A' + to);
+        }
+    }
+    free(seen);
+    return NULL;
+}
+
+const char *world_verify_completions(world_t *w)
+{
+    for (size_t i = 0; i < w->nsent; ++i) {
+        sent_msg_t *s = w->sent[i];
+        if (s->rc < 0) {
+            FAIL("message %llu: send failed with %d", (unsigned long long) s->id, s->rc);
+        }
+        if (1 == s->rc && 0 != s->callbacks) {
+            FAIL("message %llu completed inline and got %d callbacks", (unsigned long long) s->id,
+                 s->callbacks);
+        }
+        if (0 == s->rc && (1 != s->callbacks || OPAL_SUCCESS != s->cb_status)) {
+            FAIL("message %llu: %d completion callbacks (status %d), expected one",
+                 (unsigned long long) s->id, s->callbacks, s->cb_status);
+        }
+    }
+    return NULL;
+}
+
+const char *world_verify_counters(world_t *w)
+{
+    for (int s = 0; s < 2; ++s) {
+        const opal_btl_usnic_stats_t *rx = &w->mods[s].stats, *tx = &w->mods[1 - s].stats;
+        uint64_t accepted = rx->num_frag_recvs + rx->num_chunk_recvs;
+        uint64_t rejected = rx->num_dup_recvs + rx->num_oow_low_recvs + rx->num_oow_high_recvs;
+
+        if (rx->num_total_recvs != w->delivered_data[s] + w->delivered_acks[s]) {
+            FAIL("side %c counted %llu datagrams received, the network delivered %llu",
+                 'A' + s, (unsigned long long) rx->num_total_recvs,
+                 (unsigned long long) (w->delivered_data[s] + w->delivered_acks[s]));
+        }
+        if (rx->num_ack_recvs != w->delivered_acks[s]) {
+            FAIL("side %c counted %llu ACKs received, the network delivered %llu", 'A' + s,
+                 (unsigned long long) rx->num_ack_recvs,
+                 (unsigned long long) w->delivered_acks[s]);
+        }
+        if (accepted + rejected != w->delivered_data[s]) {
+            FAIL("side %c: %llu data datagrams delivered, but %llu accepted + %llu duplicate or "
+                 "outside the window", 'A' + s, (unsigned long long) w->delivered_data[s],
+                 (unsigned long long) accepted, (unsigned long long) rejected);
+        }
+        if (accepted != tx->num_frag_sends + tx->num_chunk_sends) {
+            FAIL("side %c accepted %llu segments, side %c sent %llu", 'A' + s,
+                 (unsigned long long) accepted, 'B' - s,
+                 (unsigned long long) (tx->num_frag_sends + tx->num_chunk_sends));
+        }
+        if (0 != rx->num_bad_recvs || 0 != rx->num_unk_recvs || 0 != rx->num_badfrag_recvs ||
+            0 != rx->num_crc_errors || 0 != tx->num_bogus_acks) {
+            FAIL("side %c: %llu bad, %llu unknown, %llu bad chunks, %llu receive errors, "
+                 "side %c: %llu bogus ACKs", 'A' + s, (unsigned long long) rx->num_bad_recvs,
+                 (unsigned long long) rx->num_unk_recvs,
+                 (unsigned long long) rx->num_badfrag_recvs,
+                 (unsigned long long) rx->num_crc_errors, 'B' - s,
+                 (unsigned long long) tx->num_bogus_acks);
+        }
+        if (tx->num_total_sends != tx->num_frag_sends + tx->num_chunk_sends + tx->num_ack_sends +
+                                   tx->num_resends) {
+            FAIL("side %c: %llu datagrams sent, but %llu frags + %llu chunks + %llu ACKs + "
+                 "%llu resends", 'B' - s, (unsigned long long) tx->num_total_sends,
+                 (unsigned long long) tx->num_frag_sends,
+                 (unsigned long long) tx->num_chunk_sends,
+                 (unsigned long long) tx->num_ack_sends, (unsigned long long) tx->num_resends);
+        }
+    }
+    return NULL;
+}
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) *(void *const *) a, y = (uintptr_t) *(void *const *) b;
+    return x < y ? -1 : x > y;
+}
+
+size_t world_free_count(opal_free_list_t *fl)
+{
+    size_t max = fl->fl_num_allocated + 1, n = 0;
+    opal_list_item_t **items = malloc(max * sizeof(*items));
+    opal_list_item_t *ghost = &fl->super.opal_lifo_ghost;
+    opal_list_item_t *item = (opal_list_item_t *) fl->super.opal_lifo_head.data.item;
+    bool broken = false;
+
+    if (NULL == items) {
+        abort();
+    }
+    /* Walk the LIFO without changing it.  An item returned twice makes it
+     * loop through that item (or end in NULL once popped): take no more
+     * items than exist, and look for repeats. */
+    while (item != ghost && NULL != item && n < max) {
+        items[n++] = item;
+        item = (opal_list_item_t *) item->opal_list_next;
+    }
+    broken = item != ghost;
+    qsort(items, n, sizeof(*items), by_address);
+    for (size_t i = 1; i < n; ++i) {
+        broken |= items[i] == items[i - 1];
+    }
+    free(items);
+    return broken ? SIZE_MAX : n;
+}
+
+static const char *check_list_full(opal_free_list_t *fl, const char *what, int side)
+{
+    size_t n = world_free_count(fl);
+    if (SIZE_MAX == n) {
+        FAIL("side %c: an item is in the free list of %s twice", 'A' + side, what);
+    }
+    if (n > fl->fl_num_allocated) {
+        FAIL("side %c: the free list of %s holds more items than exist", 'A' + side, what);
+    }
+    if (n != fl->fl_num_allocated) {
+        FAIL("side %c: %zu of %zu %s are not back in their free list", 'A' + side,
+             fl->fl_num_allocated - n, fl->fl_num_allocated, what);
+    }
+    return NULL;
+}
+
+const char *world_check_idle(world_t *w)
+{
+    const char *e;
+
+    if (!world_quiescent(w)) {
+        FAIL("not quiescent: %zu datagrams on the wire, %zu held completions", fake_wire_count(),
+             fake_held_count());
+    }
+    if (0 != fake_dev.fatal_calls) {
+        FAIL("%d fatal errors (module %s)", fake_dev.fatal_calls,
+             fake_dev.fatal_module ? fake_dev.fatal_module->dev_name : "?");
+    }
+    if (0 != fake_dev.stale_completions) {
+        FAIL("%llu send completions for a released endpoint",
+             (unsigned long long) fake_dev.stale_completions);
+    }
+    if (0 != fake_dev.overposts || 0 != fake_dev.oversize_posts) {
+        FAIL("%llu posts beyond a send queue, %llu beyond a channel MTU",
+             (unsigned long long) fake_dev.overposts, (unsigned long long) fake_dev.oversize_posts);
+    }
+    for (int s = 0; s < 2; ++s) {
+        opal_btl_usnic_module_t *m = &w->mods[s];
+        opal_btl_usnic_endpoint_t *ep = w->ep[s];
+
+        if (NULL != (e = check_list_full(&m->small_send_frags, "small frags", s)) ||
+            NULL != (e = check_list_full(&m->large_send_frags, "large frags", s)) ||
+            NULL != (e = check_list_full(&m->chunk_segs, "chunks", s)) ||
+            NULL != (e = check_list_full(&m->ack_segs, "ACK buffers", s))) {
+            return e;
+        }
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            opal_btl_usnic_channel_t *ch = &m->channels[c];
+            if (ch->sd_wqe != ch->sd_num) {
+                FAIL("side %c channel %d: %d of %d send WQEs free", 'A' + s, c, ch->sd_wqe,
+                     ch->sd_num);
+            }
+            if (fake_rx_posted(m, c) != (size_t) ch->rd_num || 0 != ch->repost_count) {
+                FAIL("side %c channel %d: %zu of %d receive buffers posted, %d waiting",
+                     'A' + s, c, fake_rx_posted(m, c), ch->rd_num, ch->repost_count);
+            }
+        }
+        if (NULL == ep) {
+            continue;
+        }
+        if (ep->send_credits != m->channels[USNIC_DATA_CHANNEL].sd_num) {
+            FAIL("side %c: %d send credits, expected %d", 'A' + s, ep->send_credits,
+                 m->channels[USNIC_DATA_CHANNEL].sd_num);
+        }
+        if (!opal_hotel_is_empty(&ep->hotel)) {
+            FAIL("side %c: retransmit hotel not empty", 'A' + s);
+        }
+        if (0 != ep->active_large_frags || ep->on_sends_list || ep->on_acks_list ||
+            !opal_list_is_empty(&m->endpoints_with_sends) ||
+            !opal_list_is_empty(&m->endpoints_that_need_acks)) {
+            FAIL("side %c: %d large frags active, on sends list %d, on ACK list %d", 'A' + s,
+                 ep->active_large_frags, ep->on_sends_list, ep->on_acks_list);
+        }
+        for (int i = 0; i < USNIC_RX_FRAG_SLOTS && NULL != ep->rx_frags; ++i) {
+            if (0 != ep->rx_frags[i].frag_id) {
+                FAIL("side %c: reassembly slot %d still holds frag %u", 'A' + s, i,
+                     ep->rx_frags[i].frag_id);
+            }
+        }
+        for (uint32_t i = 0; i < USNIC_WINDOW_SIZE; ++i) {
+            if (NULL != ep->sent_segs[i]) {
+                FAIL("side %c: window slot %u still holds a segment", 'A' + s, i);
+            }
+        }
+    }
+    return NULL;
+}

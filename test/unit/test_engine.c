@@ -1,0 +1,1745 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The reliability engine between two fake processes (engine_world.h):
+ * messages through the real BTL functions and progress loop, over a
+ * network that loses, duplicates, reorders and corrupts datagrams.  Every
+ * test that moves messages checks every delivered byte and that each
+ * message arrives exactly once.
+ */
+
+#include "opal_config.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/mca/event/event.h"
+
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+
+#include "engine_world.h"
+#include "usnic_test.h"
+
+#define check_ok(expr)                                                         \
+    do {                                                                       \
+        const char *e_ = (expr);                                               \
+        if (NULL != e_) {                                                      \
+            return usnic_test_fail(__FILE__, __LINE__, "%s: %s", #expr, e_);   \
+        }                                                                      \
+    } while (0)
+
+/* Everything a test that moved messages wants at its end. */
+#define check_all_delivered(w)                                                 \
+    do {                                                                       \
+        check_ok(world_verify((w), SIDE_B, false));                            \
+        check_ok(world_verify((w), SIDE_A, false));                            \
+        check_ok(world_verify_completions(w));                                 \
+        check_ok(world_check_idle(w));                                         \
+    } while (0)
+
+#define STATS(w, s) (&(w)->mods[s].stats)
+
+/* Messages of every kind: fast path, one datagram, chunked; contiguous or
+ * strided user memory. */
+static size_t mixed_len(world_t *w)
+{
+    uint32_t r = world_rand(w);
+    switch (r % 10) {
+    case 0: case 1: case 2:
+        return 8 + (r >> 8) % 729;                  /* priority channel */
+    case 3: case 4: case 5:
+        return 737 + (r >> 8) % 3328;               /* one data datagram */
+    case 6: case 7: case 8:
+        return 4065 + (r >> 8) % 40000;             /* a few chunks */
+    default:
+        return 100000 + (r >> 8) % (150 * 1024 - 100000 + 1);
+    }
+}
+
+static send_method_t mixed_method(world_t *w, size_t len)
+{
+    send_method_t how = (send_method_t) (world_rand(w) % 4);
+    if ((SEND_ALLOC == how && len > w->mods[0].max_frag_payload) ||
+        (SEND_NONCONTIG == how && len < 64)) {
+        return SEND_PREPARE;
+    }
+    return how;
+}
+
+/* A network that loses, duplicates and delays datagrams at random. */
+typedef struct {
+    unsigned loss;          /* per mille of data datagrams */
+    unsigned dup;
+    unsigned ack_loss;      /* per mille of standalone ACKs */
+    unsigned ack_dup;
+    unsigned delay;         /* per mille of any datagram, each time it comes up */
+    uint64_t lost, duped, acks_lost, acks_duped, piggybacked, delayed;
+} chaos_t;
+
+static net_action_t chaos_filter(world_t *w, fake_dgram_t *d, void *arg)
+{
+    chaos_t *c = arg;
+    const usnic_btl_header_t *h = dgram_hdr(d);
+    unsigned r = world_rand(w) % 1000;
+
+    /* to the end of the wire: it arrives after everything sent meanwhile */
+    if (world_rand(w) % 1000 < c->delay) {
+        ++c->delayed;
+        return NET_HOLD;
+    }
+    if (USNIC_PAYLOAD_TYPE_ACK == h->payload_type) {
+        if (r < c->ack_loss) {
+            ++c->acks_lost;
+            return NET_DROP;
+        }
+        if (r < c->ack_loss + c->ack_dup) {
+            ++c->acks_duped;
+            return NET_DUP;
+        }
+        return NET_DELIVER;
+    }
+    if (h->ack_present) {
+        ++c->piggybacked;
+    }
+    if (r < c->loss) {
+        ++c->lost;
+        return NET_DROP;
+    }
+    if (r < c->loss + c->dup) {
+        ++c->duped;
+        return NET_DUP;
+    }
+    return NET_DELIVER;
+}
+
+/* Drops the first transmission of chosen sequence numbers of one side. */
+typedef struct {
+    int from;
+    uint16_t seqs[8];
+    int nseqs;
+    int dropped;
+    bool drop_acks_once;    /* also the first standalone ACK toward `from` */
+    int acks_dropped;
+} drop_first_t;
+
+static net_action_t drop_first_filter(world_t *w, fake_dgram_t *d, void *arg)
+{
+    drop_first_t *f = arg;
+    const usnic_btl_header_t *h = dgram_hdr(d);
+
+    if (d->src != &w->mods[f->from]) {
+        if (USNIC_PAYLOAD_TYPE_ACK == h->payload_type && f->drop_acks_once &&
+            0 == f->acks_dropped) {
+            ++f->acks_dropped;
+            return NET_DROP;
+        }
+        return NET_DELIVER;
+    }
+    if (USNIC_PAYLOAD_TYPE_ACK != h->payload_type) {
+        for (int i = 0; i < f->nseqs; ++i) {
+            if (h->pkt_seq == f->seqs[i]) {
+                f->seqs[i] = f->seqs[--f->nseqs];
+                ++f->dropped;
+                return NET_DROP;
+            }
+        }
+    }
+    return NET_DELIVER;
+}
+
+/* ------------------------------------------------------------------ */
+/* a perfect network                                                   */
+
+/* Small messages, one datagram each: the fast path on the priority
+ * channel and the queue on the data channel, built with btl_alloc,
+ * btl_prepare_src and btl_sendi.  The receiver polls the priority channel
+ * first, so order holds only within a channel. */
+USNIC_TEST(engine_small_messages)
+{
+    world_t *w = world_new(100, 2000);
+
+    check(NULL != w);
+    for (int i = 0; i < 200; ++i) {
+        size_t len = 8 + (size_t) (i * 37) % 4057;
+        check(NULL != world_send(w, SIDE_A, len, (send_method_t) (i % 3)));
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 200);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs, 0);
+    check(STATS(w, SIDE_A)->num_fast_sends > 0);
+    check(STATS(w, SIDE_A)->num_fast_sends < 200);
+    world_fini(w);
+    return 0;
+}
+
+/* Data-channel messages over a network that keeps order arrive in order. */
+USNIC_TEST(engine_in_order)
+{
+    world_t *w = world_new(7, 9);
+
+    check(NULL != w);
+    for (int i = 0; i < 300; ++i) {
+        check(NULL != world_send(w, SIDE_A, 737 + (size_t) (i * 101) % 3300,
+                                 (send_method_t) (i % 3)));
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_ok(world_verify(w, SIDE_B, true));
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_fast_sends, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 300);
+    world_fini(w);
+    return 0;
+}
+
+/* Large messages cut into chunks and put together again: up to the
+ * 150 KiB send limit, on chunk boundaries and one byte past them, from
+ * contiguous and strided memory (packed at once, or chunk by chunk). */
+USNIC_TEST(engine_large_chunked)
+{
+    static const size_t lens[] = {150 * 1024, 4065, 4064 + 4048, 16 + 4048 * 3, 16 + 4048 * 3 + 1,
+                                  100000, 12345, 150 * 1024 - 1, 40000, 8192};
+    world_t *w = world_new(1, 1);
+    uint64_t chunks = 0;
+
+    check(NULL != w);
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); ++i) {
+        sent_msg_t *m = world_send(w, SIDE_A, lens[i], i % 2 ? SEND_PREPARE : SEND_SENDI);
+        check(NULL != m);
+        chunks += (m->len + 4047) / 4048;
+        m = world_send(w, SIDE_A, lens[i], SEND_NONCONTIG);
+        check(NULL != m);
+        chunks += m->len > 4064 ? (m->len + 4047) / 4048 : 0;
+        check(NULL != world_send(w, SIDE_B, lens[i], SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 20000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_chunk_sends, chunks);
+    check_int_eq(STATS(w, SIDE_B)->num_chunk_recvs, chunks);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* Both sides talk at once: ACKs ride on data going the other way. */
+USNIC_TEST(engine_bidirectional_piggyback)
+{
+    world_t *w = world_new(300, 60000);
+    chaos_t c = {0};
+
+    check(NULL != w);
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    for (int i = 0; i < 400; ++i) {
+        check(NULL != world_send(w, i % 2, 100 + (size_t) (i * 53) % 3000, SEND_PREPARE));
+        if (i % 8 == 7) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 20000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check(c.piggybacked > 0);
+    /* fewer standalone ACKs than segments received */
+    check(STATS(w, SIDE_B)->num_ack_sends < STATS(w, SIDE_B)->num_frag_recvs);
+    check(STATS(w, SIDE_A)->num_ack_sends < STATS(w, SIDE_A)->num_frag_recvs);
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* reordering, duplicates, loss                                        */
+
+/* Every datagram overtakes or is overtaken by up to 63 others. */
+USNIC_TEST(engine_reorder)
+{
+    world_t *w = world_new(4000, 12);
+
+    check(NULL != w);
+    w->reorder = 64;
+    for (int i = 0; i < 600; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 4 ? SIDE_A : SIDE_B, len, mixed_method(w, len)));
+        if (i % 16 == 15) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    /* out of order really happened */
+    check(STATS(w, SIDE_B)->max_rcvd_window_size > 16);
+    check_int_eq(STATS(w, SIDE_B)->num_oow_high_recvs, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* A copy of a segment above a hole in the window is a duplicate; the
+ * duplicate ACK it causes resends the hole at once. */
+USNIC_TEST(engine_duplicate_in_window)
+{
+    world_t *w = world_new(500, 1);
+    drop_first_t f = {.from = SIDE_A, .seqs = {500}, .nseqs = 1};
+    sent_msg_t *m[3];
+
+    check(NULL != w);
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    for (int i = 0; i < 3; ++i) {
+        m[i] = world_send(w, SIDE_A, 1000 + (size_t) i, SEND_PREPARE);
+        check(NULL != m[i]);
+    }
+    world_progress(w, SIDE_A);
+    /* the wire now holds seq 500, 501, 502; send 501 twice */
+    check_int_eq(fake_wire_count(), 3);
+    {
+        fake_dgram_t d;
+        check(fake_wire_take(1, &d));
+        check_int_eq(dgram_hdr(&d)->pkt_seq, 501);
+        fake_wire_push(&d);
+        d.bytes = malloc(d.len);
+        check(NULL != d.bytes);
+        memcpy(d.bytes, fake_wire_peek(2)->bytes, d.len);
+        fake_wire_push(&d);
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(f.dropped, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 3);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(w->timeout_rounds, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* Every datagram may arrive twice, data and ACKs: nothing is delivered
+ * twice, and each copy is counted. */
+USNIC_TEST(engine_duplicates)
+{
+    world_t *w = world_new(65000, 3);
+    chaos_t c = {.dup = 300, .ack_dup = 300};
+
+    check(NULL != w);
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    w->reorder = 8;
+    for (int i = 0; i < 500; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 3 ? SIDE_A : SIDE_B, len, mixed_method(w, len)));
+        if (i % 10 == 9) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 100000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check(c.duped > 100);
+    check(c.acks_duped > 10);
+    check(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs >= 50);
+    check(STATS(w, SIDE_A)->num_dup_acks + STATS(w, SIDE_A)->num_old_dup_acks > 0);
+    world_fini(w);
+    return 0;
+}
+
+/* After the last copy of a datagram is lost nothing happens until the
+ * retransmit timer fires; the timeout backs off once. */
+USNIC_TEST(engine_loss_needs_timeout)
+{
+    world_t *w = world_new(10, 20);
+    drop_first_t f = {.from = SIDE_A, .seqs = {10}, .nseqs = 1};
+
+    check(NULL != w);
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 2000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.dropped, 1);
+    check_int_eq(w->nrx, 0);
+    check_int_eq(usnic_tx_window_inflight(&w->ep[SIDE_A]->tx), 1);
+    check_int_eq(w->ep[SIDE_B]->rx.next_contig, 10);
+
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(w->ep[SIDE_A]->rto.rto_us, 2 * 5000);
+    check_int_eq(w->ep[SIDE_A]->hotel.eviction_timeout.tv_usec, 2 * 5000);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 1);
+    world_fini(w);
+    return 0;
+}
+
+/* The same with the hotel's own libevent timer, in real time. */
+USNIC_TEST(engine_retransmit_timer)
+{
+    world_t *w = world_new(77, 88);
+    drop_first_t f = {.from = SIDE_A, .seqs = {77}, .nseqs = 1};
+    double t0, fired_at = 0;
+
+    check(NULL != w);
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    t0 = opal_btl_usnic_now_us();
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    while (!world_quiescent(w) && opal_btl_usnic_now_us() - t0 < 5e6) {
+        world_step(w);
+        opal_event_loop(opal_sync_event_base, OPAL_EVLOOP_NONBLOCK);
+        if (0 == fired_at && STATS(w, SIDE_A)->num_timeout_retrans > 0) {
+            fired_at = opal_btl_usnic_now_us();
+        }
+        usleep(200);
+    }
+    check(world_quiescent(w));
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    /* Not long before the 5 ms minimum: libevent's coarse monotonic
+     * clock may run up to a few milliseconds behind. */
+    if (fired_at - t0 < 1000) {
+        return usnic_test_fail(__FILE__, __LINE__, "timer fired after %.0f us", fired_at - t0);
+    }
+    check_int_eq(w->timeout_rounds, 0);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* The ACK is lost: the sender resends, the receiver drops the copy and
+ * acknowledges again. */
+USNIC_TEST(engine_lost_ack)
+{
+    world_t *w = world_new(1000, 2000);
+    drop_first_t f = {.from = SIDE_A, .drop_acks_once = true};
+
+    check(NULL != w);
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.acks_dropped, 1);
+    check_int_eq(w->nrx, 1);
+    check_int_eq(usnic_tx_window_inflight(&w->ep[SIDE_A]->tx), 1);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_ack_recvs, 1);
+    world_fini(w);
+    return 0;
+}
+
+/* Losing copies of data and ACKs both ways, with reordering: everything
+ * arrives once, and user memory handed back at local completion may be
+ * overwritten at once (resends never read it). */
+static void scribble_completed(world_t *w)
+{
+    for (size_t i = 0; i < w->nsent; ++i) {
+        sent_msg_t *m = w->sent[i];
+        if ((1 == m->callbacks || 1 == m->rc) && m->user_size > 0 && 0xcc != m->user_buf[0]) {
+            memset(m->user_buf, 0xcc, m->user_size);
+        }
+    }
+}
+
+USNIC_TEST(engine_loss)
+{
+    world_t *w = world_new(65530, 30000);
+    chaos_t c = {.loss = 100, .ack_loss = 200, .dup = 20, .delay = 20};
+
+    check(NULL != w);
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    w->reorder = 16;
+    w->after_step = scribble_completed;
+    for (int i = 0; i < 600; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 3 ? SIDE_A : SIDE_B, len, mixed_method(w, len)));
+        if (i % 10 == 9) {
+            world_step(w);
+            scribble_completed(w);
+        }
+    }
+    check_int_eq(world_run(w, 400000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check(c.lost > 100);
+    check(c.acks_lost > 10);
+    check(c.delayed > 100);
+    /* late copies of what was resent meanwhile */
+    check(STATS(w, SIDE_B)->num_oow_low_recvs > 0);
+    check(STATS(w, SIDE_A)->num_resends > 0);
+    check(STATS(w, SIDE_A)->num_timeout_retrans > 0);
+    check(STATS(w, SIDE_A)->num_fast_retrans > 0);
+    check(w->timeout_rounds > 0);
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* ACKs                                                                */
+
+static void inject_ack(world_t *w, int to, uint16_t ack)
+{
+    usnic_btl_header_t h;
+
+    world_header(w, 1 - to, &h, USNIC_PAYLOAD_TYPE_ACK);
+    h.ack_present = 1;
+    h.ack_seq = ack;
+    world_inject(w, to, USNIC_PRIORITY_CHANNEL, &h, sizeof(h));
+}
+
+/* ACKs for sequence numbers never sent, and old ones, change nothing. */
+USNIC_TEST(engine_bogus_and_old_acks)
+{
+    world_t *w = world_new(200, 300);
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    for (int i = 0; i < 5; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1500, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 100, false), WORLD_STALLED);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 5);
+    check_int_eq(ep->tx.next_seq_to_send, 205);
+
+    inject_ack(w, SIDE_A, 210);                 /* far beyond */
+    inject_ack(w, SIDE_A, 205);                 /* the next one to send */
+    inject_ack(w, SIDE_A, (uint16_t) (200 - 2 - 100)); /* long ago */
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_bogus_acks, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_old_dup_acks, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_ack_recvs, 3);
+    check_int_eq(ep->tx.ack_seq_rcvd, 199);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 5);
+    check_int_eq(STATS(w, SIDE_A)->num_resends + STATS(w, SIDE_A)->num_fast_retrans, 0);
+
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    /* and once everything is acknowledged */
+    inject_ack(w, SIDE_A, 205);
+    inject_ack(w, SIDE_A, 4000);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_bogus_acks, 4);
+    check_int_eq(ep->tx.ack_seq_rcvd, 204);
+    check_int_eq(world_run(w, 100, false), WORLD_QUIET);
+    check_ok(world_verify(w, SIDE_B, false));
+    check_ok(world_verify_completions(w));
+    check_ok(world_check_idle(w));
+    check_int_eq(w->nrx, 5);
+    world_fini(w);
+    return 0;
+}
+
+/* A duplicate ACK resends the segment after it at once, but only once
+ * per hole: if that resend is lost too, only the timer helps. */
+USNIC_TEST(engine_dup_ack_fast_retransmit)
+{
+    world_t *w = world_new(40000, 5);
+    drop_first_t f = {.from = SIDE_A, .seqs = {40002}, .nseqs = 1};
+
+    check(NULL != w);
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    for (int i = 0; i < 10; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    /* B acknowledges 40001 and waits for 40002 */
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.dropped, 1);
+    check_int_eq(w->nrx, 9);
+    check_int_eq(w->ep[SIDE_A]->tx.ack_seq_rcvd, 40001);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+
+    /* the next segment makes B repeat that ACK: 40002 goes again */
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(w->nrx, 11);
+
+    /* again, but the fast resend is lost as well */
+    f.seqs[0] = 40012;
+    f.seqs[1] = 40012;
+    f.nseqs = 2;
+    for (int i = 0; i < 4; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.dropped, 3);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 2);
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 2);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    /* 40012 and the four after it, which B has but cannot acknowledge */
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 5);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(w->nrx, 17);
+    world_fini(w);
+    return 0;
+}
+
+/* The RTO follows measured round trips: back to the minimum after a
+ * backoff once a segment sent once is acknowledged. */
+USNIC_TEST(engine_rto_recovers)
+{
+    world_t *w = world_new(1, 2);
+    drop_first_t f = {.from = SIDE_A, .seqs = {1}, .nseqs = 1};
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 500, SEND_ALLOC));
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check_int_eq(ep->rto.rto_us, 10000);
+    /* the resent segment gave no sample */
+    check(!ep->rto.have_sample);
+    check(NULL != world_send(w, SIDE_A, 500, SEND_ALLOC));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(ep->rto.have_sample);
+    check_int_eq(ep->rto.rto_us, 5000);
+    check_int_eq(ep->hotel.eviction_timeout.tv_sec, 0);
+    check_int_eq(ep->hotel.eviction_timeout.tv_usec, 5000);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* sequence numbers and the window                                     */
+
+/* Both sides start just below 65535 and run across the wrap. */
+USNIC_TEST(engine_sequence_wraparound)
+{
+    world_t *w = world_new(65500, 65534);
+    chaos_t c = {.loss = 50, .ack_loss = 50, .dup = 20, .delay = 10};
+
+    check(NULL != w);
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    w->reorder = 32;
+    for (int i = 0; i < 400; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 2, len, mixed_method(w, len)));
+        if (i % 20 == 19) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 400000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    /* both wrapped */
+    check(w->ep[SIDE_A]->tx.next_seq_to_send < 65500);
+    check(w->ep[SIDE_B]->tx.next_seq_to_send < 65534);
+    check_int_eq(w->ep[SIDE_B]->rx.next_contig, w->ep[SIDE_A]->tx.next_seq_to_send);
+    check_int_eq(w->ep[SIDE_A]->rx.next_contig, w->ep[SIDE_B]->tx.next_seq_to_send);
+    world_fini(w);
+    return 0;
+}
+
+/* More than a window of segments: the sender stops at 4096 unacknowledged
+ * and goes on as ACKs come back. */
+USNIC_TEST(engine_window_full)
+{
+    world_t *w = world_new(60000, 0);
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    for (int i = 0; i < 5000; ++i) {
+        check(NULL != world_send(w, SIDE_A, 64 + (size_t) i % 1000, (send_method_t) (i % 3)));
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    check_int_eq(fake_wire_count(), USNIC_WINDOW_SIZE);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), USNIC_WINDOW_SIZE);
+    check(!usnic_tx_window_open(&ep->tx));
+    check_int_eq(opal_list_get_size(&ep->send_queue), 5000 - USNIC_WINDOW_SIZE);
+    check(!ep->on_sends_list);
+    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_WINDOW_SIZE);
+
+    w->paused = false;
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_WINDOW_SIZE);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 5000);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* At most USNIC_RX_FRAG_SLOTS large frags are in flight per peer, so the
+ * receiver's reassembly slots never collide. */
+USNIC_TEST(engine_large_frag_limit)
+{
+    world_t *w = world_new(5, 5);
+
+    check(NULL != w);
+    w->paused = true;
+    for (int i = 0; i < 40; ++i) {
+        check(NULL != world_send(w, SIDE_A, 5000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(w->ep[SIDE_A]->active_large_frags, USNIC_RX_FRAG_SLOTS);
+    check_int_eq(fake_wire_count(), 2 * USNIC_RX_FRAG_SLOTS);
+    w->paused = false;
+    w->reorder = 40;
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* After a burst of timeouts only max_resends_per_iteration segments go
+ * out per progress pass. */
+USNIC_TEST(engine_resend_burst_bounded)
+{
+    world_t *w = world_new(9, 9);
+    uint64_t posts;
+
+    check(NULL != w);
+    w->paused = true;
+    for (int i = 0; i < 100; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    /* all 100 lost */
+    while (fake_wire_count() > 0) {
+        fake_dgram_t d;
+        fake_wire_take(0, &d);
+        fake_dgram_free(&d);
+    }
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 100);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 100);
+    /* one backoff for the burst, not one per segment */
+    check_int_eq(w->ep[SIDE_A]->rto.rto_us, 10000);
+    posts = fake_dev.posts;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.posts - posts, 16);
+    check_int_eq(opal_list_get_size(&w->mods[SIDE_A].pending_resend_segs), 84);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 100);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* malformed datagrams                                                 */
+
+/* Each of these is counted and dropped without touching any state; the
+ * connection works normally afterwards. */
+USNIC_TEST(engine_malformed)
+{
+    world_t *w = world_new(100, 100);
+    opal_btl_usnic_stats_t *sb;
+    opal_btl_usnic_endpoint_t *ep;
+    union {
+        usnic_btl_header_t hdr;
+        usnic_btl_chunk_header_t ch;
+        uint8_t bytes[5000];
+    } p;
+    uint32_t data_qpn, prio_qpn;
+    uint64_t bad = 0;
+
+    check(NULL != w);
+    sb = STATS(w, SIDE_B);
+    ep = w->ep[SIDE_B];
+    data_qpn = w->mods[SIDE_B].local_addr.qp_num[USNIC_DATA_CHANNEL];
+    prio_qpn = w->mods[SIDE_B].local_addr.qp_num[USNIC_PRIORITY_CHANNEL];
+    usnic_component.max_short_packets = 0;
+
+#define FRAG(len_field)                                                        \
+    do {                                                                       \
+        memset(&p, 0x5c, sizeof(p));                                           \
+        world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_FRAG);              \
+        p.hdr.pkt_seq = 100;                                                   \
+        p.hdr.payload_len = (len_field);                                       \
+    } while (0)
+#define CHUNK(id, size, off, len_field)                                        \
+    do {                                                                       \
+        memset(&p, 0x5c, sizeof(p));                                           \
+        world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_CHUNK);             \
+        p.hdr.pkt_seq = 100;                                                   \
+        p.hdr.payload_len = (len_field);                                       \
+        p.ch.frag_id = (id);                                                   \
+        p.ch.frag_size = (size);                                               \
+        p.ch.frag_offset = (off);                                              \
+    } while (0)
+#define EXPECT_BAD(res)                                                        \
+    do {                                                                       \
+        check_int_eq((res), FAKE_RX_OK);                                       \
+        world_progress(w, SIDE_B);                                             \
+        check_int_eq(sb->num_bad_recvs, ++bad);                                \
+    } while (0)
+
+    /* shorter than a header, and less than a GRH */
+    FRAG(0);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 20));
+    EXPECT_BAD(fake_deliver_raw(data_qpn, &p, 0, 10, IBV_WC_SUCCESS));
+    /* lengths that disagree with the datagram */
+    FRAG(100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 50));
+    FRAG(10);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 60));
+    FRAG(4064);
+    EXPECT_BAD(fake_deliver(prio_qpn, &p, 700));
+    /* unknown type */
+    FRAG(10);
+    p.hdr.payload_type = 9;
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 10));
+    /* an ACK with a payload, an ACK without its ACK */
+    world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_ACK);
+    p.hdr.ack_present = 1;
+    p.hdr.payload_len = 4;
+    EXPECT_BAD(fake_deliver(prio_qpn, &p, 36));
+    p.hdr.payload_len = 0;
+    p.hdr.ack_present = 0;
+    EXPECT_BAD(fake_deliver(prio_qpn, &p, 32));
+    /* chunks: short, id 0, empty, offset at or past the end, payload past
+     * the end, larger than a send may be, huge offsets */
+    CHUNK(3, 8000, 0, 0);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 40));
+    CHUNK(0, 8000, 0, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 8000, 0, 0);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48));
+    CHUNK(3, 8000, 8000, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 8000, 9000, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 8000, 7950, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 0x7fffffff, 0, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 8000, 0xfffffff0u, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    CHUNK(3, 0, 0, 100);
+    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+
+    /* unknown sender */
+    FRAG(10);
+    p.hdr.sender = 0xdeadbeef;
+    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(sb->num_unk_recvs, 1);
+    /* too large for the receive buffer: an error completion */
+    FRAG(4065);
+    check_int_eq(fake_deliver(data_qpn, &p, 32 + 4065), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(sb->num_crc_errors, 1);
+    check_int_eq(fake_dev.rx_len_errors, 1);
+    /* any other receive error */
+    FRAG(10);
+    check_int_eq(fake_deliver_raw(data_qpn, &p, 42, 42, IBV_WC_GENERAL_ERR), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(sb->num_crc_errors, 2);
+    /* far outside the receive window, either side */
+    FRAG(10);
+    p.hdr.pkt_seq = 100 + USNIC_WINDOW_SIZE;
+    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    p.hdr.pkt_seq = 99;
+    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(sb->num_oow_high_recvs, 1);
+    check_int_eq(sb->num_oow_low_recvs, 1);
+
+    /* nothing was delivered or recorded; every buffer went back */
+    check_int_eq(w->nrx, 0);
+    check_int_eq(ep->rx.next_contig, 100);
+    check_int_eq(ep->rx.highest_rcvd, 99);
+    check(NULL == ep->rx_frags || 0 == ep->rx_frags[3].frag_id);
+    check_int_eq(sb->num_frag_recvs + sb->num_chunk_recvs, 0);
+    /* receive errors never reach the receive path */
+    check_int_eq(sb->num_total_recvs, bad + 3);
+    check_int_eq(sb->num_recv_reposts, bad + 5);
+    check_int_eq(fake_dev.fatal_calls, 0);
+
+    /* the real traffic after it */
+    for (int i = 0; i < 20; ++i) {
+        check(NULL != world_send(w, SIDE_A, 100 + (size_t) i * 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_ok(world_verify(w, SIDE_B, false));
+    check_ok(world_verify_completions(w));
+    check_ok(world_check_idle(w));
+    check_int_eq(sb->num_bad_recvs, bad);
+    world_fini(w);
+    return 0;
+#undef FRAG
+#undef CHUNK
+#undef EXPECT_BAD
+}
+
+/* Chunks that do not fit the fragment in their reassembly slot are
+ * dropped without being recorded, so a real sender would send them again. */
+USNIC_TEST(engine_bad_chunks)
+{
+    world_t *w = world_new(100, 100);
+    opal_btl_usnic_endpoint_t *ep;
+    uint32_t mcp;
+    union {
+        usnic_btl_chunk_header_t ch;
+        uint8_t bytes[4096];
+    } p;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_B];
+    mcp = w->mods[SIDE_B].max_chunk_payload;
+    memset(&p, 0x42, sizeof(p));
+    world_header(w, SIDE_A, &p.ch.hdr, USNIC_PAYLOAD_TYPE_CHUNK);
+    p.ch.hdr.payload_len = (uint16_t) mcp;
+    p.ch.hdr.tag = WORLD_TAG;
+    p.ch.frag_id = 7;
+    p.ch.frag_size = 3 * mcp;
+    p.ch.frag_offset = 0;
+    p.ch.hdr.pkt_seq = 150;
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_chunk_recvs, 1);
+    check(NULL != ep->rx_frags);
+    check_int_eq(ep->rx_frags[7].frag_id, 7);
+    check_int_eq(ep->rx_frags[7].bytes_left, 2 * mcp);
+
+    /* same id, other size; other tag */
+    p.ch.hdr.pkt_seq = 151;
+    p.ch.frag_offset = mcp;
+    p.ch.frag_size = 4 * mcp;
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    p.ch.frag_size = 3 * mcp;
+    p.ch.hdr.tag = 3;
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    /* another frag for the same slot */
+    p.ch.hdr.tag = WORLD_TAG;
+    p.ch.frag_id = 7 + USNIC_RX_FRAG_SLOTS;
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_badfrag_recvs, 3);
+    check_int_eq(ep->rx_frags[7].frag_id, 7);
+    check_int_eq(ep->rx_frags[7].bytes_left, 2 * mcp);
+    /* none of them was recorded: seq 151 still arrives as new */
+    check_int_eq(usnic_rx_classify(&ep->rx, 151), USNIC_RX_ACCEPT);
+
+    /* the rest of frag 7 completes it */
+    p.ch.frag_id = 7;
+    for (uint32_t i = 1; i < 3; ++i) {
+        p.ch.hdr.pkt_seq = (uint16_t) (150 + i);
+        p.ch.frag_offset = i * mcp;
+        memset(p.bytes + 48, (int) (0x42 + i), mcp);
+        check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    }
+    world_progress(w, SIDE_B);
+    check_int_eq(w->nrx, 1);
+    check_int_eq(w->rx[0].len, 3 * mcp);
+    for (uint32_t i = 0; i < 3 * mcp; ++i) {
+        check_int_eq(w->rx[0].data[i], 0x42 + i / mcp);
+    }
+    check_int_eq(ep->rx_frags[7].frag_id, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* A chunk that covers bytes of its fragment another chunk already
+ * covered must not let the fragment count as complete with a hole: chunks
+ * of a fragment sit at multiples of the chunk size and take consecutive
+ * sequence numbers, so only one segment may carry each part. */
+USNIC_TEST(engine_overlapping_chunks)
+{
+    world_t *w = world_new(100, 100);
+    opal_btl_usnic_endpoint_t *ep;
+    uint32_t mcp;
+    union {
+        usnic_btl_chunk_header_t ch;
+        uint8_t bytes[4096];
+    } p;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_B];
+    mcp = w->mods[SIDE_B].max_chunk_payload;
+    usnic_component.max_short_packets = 0;
+    world_header(w, SIDE_A, &p.ch.hdr, USNIC_PAYLOAD_TYPE_CHUNK);
+    p.ch.hdr.tag = WORLD_TAG;
+    p.ch.hdr.payload_len = (uint16_t) mcp;
+    p.ch.frag_id = 1;
+    p.ch.frag_size = 2 * mcp;
+    p.ch.pad = 0;
+    /* the first chunk, seq 100 */
+    p.ch.hdr.pkt_seq = 100;
+    p.ch.frag_offset = 0;
+    memset(p.bytes + 48, 0x11, mcp);
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    /* seq 101 claims offset 0 again */
+    p.ch.hdr.pkt_seq = 101;
+    memset(p.bytes + 48, 0x22, mcp);
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    /* seq 102 overlaps the end of the first chunk */
+    p.ch.hdr.pkt_seq = 102;
+    p.ch.frag_offset = mcp / 2;
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(w->nrx, 0);
+    check_int_eq(ep->rx_frags[1].bytes_left, mcp);
+
+    /* the real second chunk completes the fragment */
+    p.ch.hdr.pkt_seq = 101;
+    p.ch.frag_offset = mcp;
+    memset(p.bytes + 48, 0x33, mcp);
+    check_int_eq(world_inject(w, SIDE_B, USNIC_DATA_CHANNEL, &p, 48 + mcp), FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(w->nrx, 1);
+    check_int_eq(w->rx[0].len, 2 * mcp);
+    for (uint32_t i = 0; i < 2 * mcp; ++i) {
+        check_int_eq(w->rx[0].data[i], i < mcp ? 0x11 : 0x33);
+    }
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* emulated PUT                                                        */
+
+#define REGION (1024 * 1024)
+
+typedef struct {
+    size_t off, len;
+} put_spec_t;
+
+static const put_spec_t put_specs[] = {
+    {1000, 150 * 1024},         /* chunked */
+    {200000, 500},              /* one datagram */
+    {250000, 4064},             /* exactly one datagram */
+    {260000, 4065},             /* two chunks */
+    {400000, 600 * 1024},       /* larger than any send may be */
+    {REGION - 1, 1},            /* the last byte */
+};
+#define NPUTS (sizeof(put_specs) / sizeof(put_specs[0]))
+
+static int run_puts(bool lossy)
+{
+    world_t *w = world_new(30, 40);
+    uint8_t *region = malloc(REGION), *src = malloc(REGION);
+    put_rec_t *recs[NPUTS];
+    chaos_t c = {.loss = 50, .ack_loss = 100, .dup = 50};
+
+    check(NULL != w && NULL != region && NULL != src);
+    memset(region, 0x77, REGION);
+    world_fill(src, 4242, REGION);
+    check(NULL != world_register(w, SIDE_B, region, REGION, MCA_BTL_REG_FLAG_REMOTE_WRITE));
+    if (lossy) {
+        w->filter = chaos_filter;
+        w->filter_arg = &c;
+        w->reorder = 32;
+    }
+    for (size_t i = 0; i < NPUTS; ++i) {
+        recs[i] = world_put(w, SIDE_A, src + put_specs[i].off,
+                            (uint64_t) (uintptr_t) (region + put_specs[i].off), put_specs[i].len);
+        check_int_eq(recs[i]->rc, OPAL_SUCCESS);
+    }
+    world_progress(w, SIDE_A);
+    for (size_t i = 0; i < NPUTS; ++i) {
+        /* PUT completion is remote completion */
+        check_int_eq(recs[i]->callbacks, 0);
+    }
+    check_int_eq(world_run(w, 100000, lossy), WORLD_QUIET);
+    for (size_t i = 0; i < NPUTS; ++i) {
+        check_int_eq(recs[i]->callbacks, 1);
+        check_int_eq(recs[i]->status, OPAL_SUCCESS);
+        check(recs[i]->local == src + put_specs[i].off);
+    }
+    for (size_t i = 0; i < REGION; ++i) {
+        bool inside = false;
+        for (size_t k = 0; k < NPUTS; ++k) {
+            inside |= i >= put_specs[k].off && i < put_specs[k].off + put_specs[k].len;
+        }
+        if (region[i] != (inside ? src[i] : 0x77)) {
+            return usnic_test_fail(__FILE__, __LINE__, "region byte %zu is 0x%02x, expected 0x%02x",
+                                   i, region[i], inside ? src[i] : 0x77);
+        }
+    }
+    check_int_eq(w->nrx, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_puts, NPUTS);
+    check_ok(world_check_idle(w));
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    free(region);
+    free(src);
+    return 0;
+}
+
+USNIC_TEST(engine_put)
+{
+    return run_puts(false);
+}
+
+USNIC_TEST(engine_put_lossy)
+{
+    return run_puts(true);
+}
+
+/* A PUT anywhere but into memory registered for remote writes is counted,
+ * dropped and not written; it is never acknowledged. */
+static int put_rejected(int how, size_t len)
+{
+    world_t *w = world_new(50, 60);
+    uint8_t *region = malloc(3 * 8192), *src = malloc(len);
+    mca_btl_base_registration_handle_t *h = NULL;
+    uint8_t *target = region + 8192;
+    put_rec_t *rec;
+
+    check(NULL != w && NULL != region && NULL != src);
+    usnic_component.max_short_packets = 0;
+    memset(region, 0x77, 3 * 8192);
+    memset(src, 0x11, len);
+    switch (how) {
+    case 0: /* not registered at all */
+        break;
+    case 1: /* registered, but not for remote writes */
+        h = world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_LOCAL_WRITE);
+        break;
+    case 2: /* the PUT runs past the end of the region */
+        h = world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+        target += 8192 - len / 2;
+        break;
+    case 3: /* registered and deregistered again */
+        h = world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+        world_deregister(w, SIDE_B, h);
+        break;
+    case 4: /* starts before the region */
+        h = world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+        target -= 1;
+        break;
+    }
+    rec = world_put(w, SIDE_A, src, (uint64_t) (uintptr_t) target, len);
+    check_int_eq(rec->rc, OPAL_SUCCESS);
+    /* it is resent at every timeout and refused every time */
+    check_int_eq(world_run(w, 200, true), WORLD_LIMIT);
+    check(STATS(w, SIDE_B)->num_bad_recvs >= 2);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 0);
+    /* nothing recorded as received */
+    check_int_eq(w->ep[SIDE_B]->rx.next_contig, 50);
+    check_int_eq(w->ep[SIDE_B]->rx.highest_rcvd, 49);
+    check_int_eq(rec->callbacks, 0);
+    check_int_eq(w->nrx, 0);
+    for (size_t i = 0; i < 3 * 8192; ++i) {
+        check_int_eq(region[i], 0x77);
+    }
+    world_fini(w);
+    free(region);
+    free(src);
+    return 0;
+}
+
+USNIC_TEST(engine_put_rejected)
+{
+    for (int how = 0; how < 5; ++how) {
+        if (0 != put_rejected(how, 1000) || 0 != put_rejected(how, 6000)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* re-entry from PML callbacks                                         */
+
+/* B answers every message from inside its receive callback, as a PML
+ * does with ACKs and rendezvous replies. */
+static void echo(world_t *w, int side, const rx_msg_t *m)
+{
+    if (SIDE_B == side) {
+        size_t len = m->len > 2000 ? m->len / 3 : m->len + 10;
+        world_send(w, SIDE_B, len,
+                   m->len % 2 && len <= w->mods[SIDE_B].max_frag_payload ? SEND_ALLOC
+                                                                          : SEND_PREPARE);
+    }
+}
+
+USNIC_TEST(engine_send_from_receive_callback)
+{
+    world_t *w = world_new(20000, 50000);
+    chaos_t c = {.loss = 30, .ack_loss = 30};
+
+    check(NULL != w);
+    w->on_recv = echo;
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    w->reorder = 8;
+    for (int i = 0; i < 300; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, SIDE_A, len, mixed_method(w, len)));
+    }
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_int_eq(w->nsent, 600);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* The PML sends again from inside a send completion callback, which
+ * runs in the middle of the send engine. */
+static void send_more(world_t *w, sent_msg_t *m)
+{
+    if (w->nsent < 400) {
+        size_t len = mixed_len(w);
+        world_send(w, m->from, len, mixed_method(w, len));
+    }
+}
+
+USNIC_TEST(engine_send_from_send_callback)
+{
+    world_t *w = world_new(100, 200);
+    chaos_t c = {.loss = 30, .ack_loss = 30};
+
+    check(NULL != w);
+    w->on_send_done = send_more;
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    for (int i = 0; i < 20; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 2, len, mixed_method(w, len)));
+    }
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_int_eq(w->nsent, 400);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* The next PUT starts from inside the completion callback of the last,
+ * which runs while an ACK is being processed. */
+static uint8_t *chain_src, *chain_dst;
+#define CHAIN_PUTS 60
+#define CHAIN_LEN 20000
+
+static void put_next(world_t *w, put_rec_t *p)
+{
+    if (w->nputs < CHAIN_PUTS) {
+        size_t off = w->nputs * CHAIN_LEN;
+        world_put(w, p->from, chain_src + off, (uint64_t) (uintptr_t) (chain_dst + off),
+                  CHAIN_LEN - w->nputs * 97);
+    }
+}
+
+USNIC_TEST(engine_put_from_put_callback)
+{
+    world_t *w = world_new(65535, 0);
+    chaos_t c = {.loss = 30, .ack_loss = 30};
+
+    chain_src = malloc(CHAIN_PUTS * CHAIN_LEN);
+    chain_dst = malloc(CHAIN_PUTS * CHAIN_LEN);
+    check(NULL != w && NULL != chain_src && NULL != chain_dst);
+    world_fill(chain_src, 99, CHAIN_PUTS * CHAIN_LEN);
+    memset(chain_dst, 0, CHAIN_PUTS * CHAIN_LEN);
+    check(NULL != world_register(w, SIDE_B, chain_dst, CHAIN_PUTS * CHAIN_LEN,
+                                 MCA_BTL_REG_FLAG_REMOTE_WRITE));
+    w->on_put_done = put_next;
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    check_int_eq(world_put(w, SIDE_A, chain_src, (uint64_t) (uintptr_t) chain_dst, CHAIN_LEN)->rc,
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_int_eq(w->nputs, CHAIN_PUTS);
+    for (size_t i = 0; i < CHAIN_PUTS; ++i) {
+        size_t len = CHAIN_LEN - (i ? i * 97 : 0), off = i * CHAIN_LEN;
+        check_int_eq(w->puts[i]->callbacks, 1);
+        check(0 == memcmp(chain_dst + off, chain_src + off, len));
+        for (size_t k = len; k < CHAIN_LEN; ++k) {
+            check_int_eq(chain_dst[off + k], 0);
+        }
+    }
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(chain_src);
+    free(chain_dst);
+    return 0;
+}
+
+/* Descriptors the PML keeps and frees with btl_free when done (no
+ * MCA_BTL_DES_FLAGS_BTL_OWNERSHIP): each goes back to its free list once. */
+USNIC_TEST(engine_pml_frees_descriptors)
+{
+    world_t *w = world_new(10, 10);
+    chaos_t c = {.loss = 50, .ack_loss = 50, .dup = 20};
+
+    check(NULL != w);
+    w->pml_frees = true;
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    w->reorder = 8;
+    for (int i = 0; i < 300; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 2, len, mixed_method(w, len)));
+        if (i % 10 == 9) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* The same when the ACK of a fast-path send is in before the sender's
+ * progress reports the send complete to the PML. */
+USNIC_TEST(engine_pml_frees_fast_path)
+{
+    world_t *w = world_new(10, 10);
+    sent_msg_t *m;
+
+    check(NULL != w);
+    w->pml_frees = true;
+    usnic_component.ack_iteration_delay = 0;
+    m = world_send(w, SIDE_A, 100, SEND_ALLOC);
+    check(NULL != m);
+    check_int_eq(m->rc, OPAL_SUCCESS);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_sends, 1);
+    /* the callback comes from progress, not from inside btl_send */
+    check_int_eq(m->callbacks, 0);
+    /* B gets it and acknowledges before A progresses */
+    check_int_eq(world_net_step(w), 1);
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    check_int_eq(world_net_step(w), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(m->callbacks, 1);
+    check_int_eq(world_run(w, 100, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* Datagrams damaged on the way (truncated, wrong type, wrong length,
+ * wrong sender) are counted and dropped; resends deliver everything. */
+typedef struct {
+    unsigned permille;
+    uint64_t bad[2], unknown[2];
+} damage_t;
+
+static net_action_t damage_filter(world_t *w, fake_dgram_t *d, void *arg)
+{
+    damage_t *c = arg;
+    usnic_btl_header_t *h = (usnic_btl_header_t *) d->bytes;
+    int to = d->src == &w->mods[SIDE_A] ? SIDE_B : SIDE_A;
+
+    if (world_rand(w) % 1000 >= c->permille) {
+        return NET_DELIVER;
+    }
+    switch (world_rand(w) % 4) {
+    case 0:
+        d->len = world_rand(w) % d->len;
+        ++c->bad[to];
+        break;
+    case 1:
+        h->payload_type = 4 + world_rand(w) % 250;
+        ++c->bad[to];
+        break;
+    case 2:
+        h->payload_len = (uint16_t) (h->payload_len + 1 + world_rand(w) % 100);
+        ++c->bad[to];
+        break;
+    default:
+        h->sender ^= (uint64_t) (1 + world_rand(w) % 255) << 40;
+        ++c->unknown[to];
+        break;
+    }
+    return NET_DELIVER;
+}
+
+USNIC_TEST(engine_damaged_datagrams)
+{
+    world_t *w = world_new(1234, 4321);
+    damage_t c = {.permille = 80};
+
+    check(NULL != w);
+    usnic_component.max_short_packets = 0;
+    w->filter = damage_filter;
+    w->filter_arg = &c;
+    for (int i = 0; i < 300; ++i) {
+        size_t len = mixed_len(w);
+        check(NULL != world_send(w, i % 2, len, mixed_method(w, len)));
+        if (i % 10 == 9) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    for (int s = 0; s < 2; ++s) {
+        check(c.bad[s] > 10);
+        check_int_eq(STATS(w, s)->num_bad_recvs, c.bad[s]);
+        check_int_eq(STATS(w, s)->num_unk_recvs, c.unknown[s]);
+    }
+    world_fini(w);
+    return 0;
+}
+
+/* The checks themselves: a payload byte changed on the wire (no header
+ * check can see it; the link's CRC would) is caught by world_verify. */
+static net_action_t flip_one_byte(world_t *w, fake_dgram_t *d, void *arg)
+{
+    int *done = arg;
+    (void) w;
+    if (0 == *done && USNIC_PAYLOAD_TYPE_CHUNK == dgram_hdr(d)->payload_type) {
+        d->bytes[d->len - 1] ^= 0x01;
+        *done = 1;
+    }
+    return NET_DELIVER;
+}
+
+USNIC_TEST(engine_verify_catches_corruption)
+{
+    world_t *w = world_new(1, 1);
+    int done = 0;
+    const char *e;
+
+    check(NULL != w);
+    w->filter = flip_one_byte;
+    w->filter_arg = &done;
+    check(NULL != world_send(w, SIDE_A, 20000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(done, 1);
+    e = world_verify(w, SIDE_B, false);
+    check(NULL != e && NULL != strstr(e, "message 1 (20000 bytes): byte"));
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* failures                                                            */
+
+/* A peer that acknowledges nothing for peer_timeout seconds is declared
+ * dead: fatal error naming it, and no more sends to it. */
+USNIC_TEST(engine_dead_peer)
+{
+    world_t *w = world_new(1, 1);
+    opal_btl_usnic_endpoint_t *ep;
+    sent_msg_t *m;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    usnic_component.peer_timeout = 2;
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
+    world_step(w);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 1);
+
+    /* checked every 1024 progress passes, on the coarse clock */
+    usnic_component.coarse_time = ep->last_ack_time + 1.5;
+    usnic_component.progress_ticks = 1024;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    check(!ep->failed);
+    usnic_component.coarse_time = ep->last_ack_time + 2.5;
+    usnic_component.progress_ticks = 1023;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    usnic_component.progress_ticks = 2048;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_A]);
+    check(fake_dev.fatal_peer == &w->oproc[SIDE_A]);
+    check(ep->failed);
+    check(w->mods[SIDE_A].dead);
+    m = world_send(w, SIDE_A, 100, SEND_PREPARE);
+    check(NULL != m);
+    check_int_eq(m->rc, OPAL_ERR_UNREACH);
+    /* B, which never got anything, is fine */
+    check(!w->ep[SIDE_B]->failed);
+    world_fini(w);
+    return 0;
+}
+
+/* ACK progress restarts the dead-peer clock even while something stays
+ * unacknowledged all the time. */
+USNIC_TEST(engine_dead_peer_clock)
+{
+    world_t *w = world_new(500, 1);
+    drop_first_t f = {.from = SIDE_A, .seqs = {501}, .nseqs = 1};
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    usnic_component.peer_timeout = 2;
+    usnic_component.progress_ticks = 1;
+    usnic_component.coarse_time = 1000.0;
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
+    check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
+    check_int_eq(ep->last_ack_time, 1000.0);
+    /* 501 is lost; the ACK of 500 comes back 2.5 s later */
+    usnic_component.coarse_time = 1002.5;
+    w->paused = false;
+    check_int_eq(world_run(w, 100, false), WORLD_STALLED);
+    check_int_eq(ep->tx.ack_seq_rcvd, 500);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 1);
+    /* 0.5 s after that ACK: alive */
+    usnic_component.coarse_time = 1003.0;
+    usnic_component.progress_ticks = 1024;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    /* 2.5 s after it: dead */
+    usnic_component.coarse_time = 1005.0;
+    usnic_component.progress_ticks = 2048;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(ep->failed);
+    world_fini(w);
+    return 0;
+}
+
+/* Deliver (or drop) the datagrams on the wire that one side sent. */
+static int wire_from(world_t *w, int side, bool deliver)
+{
+    int n = 0;
+
+    for (size_t i = 0; i < fake_wire_count();) {
+        fake_dgram_t d;
+        if (fake_wire_peek(i)->src != &w->mods[side]) {
+            ++i;
+            continue;
+        }
+        fake_wire_take(i, &d);
+        if (deliver) {
+            fake_deliver(d.dst_qpn, d.bytes, d.len);
+        }
+        fake_dgram_free(&d);
+        ++n;
+    }
+    return n;
+}
+
+/* A resent segment carries no ACK: the one it carried the first time may
+ * be stale by then, and would look like a duplicate ACK. */
+USNIC_TEST(engine_resend_carries_no_stale_ack)
+{
+    world_t *w = world_new(700, 900);
+
+    check(NULL != w);
+    /* B gets 700 and owes an ACK; its own message carries it, and is lost */
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(w->ep[SIDE_B]->on_acks_list);
+    check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    check(!w->ep[SIDE_B]->on_acks_list);
+    check_int_eq(fake_wire_peek(0)->src == &w->mods[SIDE_B], 1);
+    check_int_eq(dgram_hdr(fake_wire_peek(0))->ack_present, 1);
+    check_int_eq(wire_from(w, SIDE_B, false), 1);
+    /* A resends 700; B acknowledges it again */
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check_int_eq(wire_from(w, SIDE_B, true), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(w->ep[SIDE_A]->tx.ack_seq_rcvd, 700);
+    /* 701 is in flight when B's resend arrives */
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_fire_timeouts(w, SIDE_B), 1);
+    world_progress(w, SIDE_B);
+    check_int_eq(wire_from(w, SIDE_B, true), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_old_dup_acks, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* Forgetting a peer (btl_del_procs) with PUTs still unacknowledged must
+ * not report them complete: their data may never have arrived. */
+USNIC_TEST(engine_del_procs_pending_puts)
+{
+    world_t *w = world_new(1, 2);
+    uint8_t *dst = malloc(20000), *src = malloc(20000);
+    put_rec_t *small, *large;
+
+    check(NULL != w && NULL != dst && NULL != src);
+    memset(dst, 0, 20000);
+    memset(src, 0x5a, 20000);
+    check(NULL != world_register(w, SIDE_B, dst, 20000, MCA_BTL_REG_FLAG_REMOTE_WRITE));
+    w->paused = true;
+    small = world_put(w, SIDE_A, src, (uint64_t) (uintptr_t) dst, 100);
+    large = world_put(w, SIDE_A, src + 100, (uint64_t) (uintptr_t) (dst + 100), 19000);
+    check_int_eq(world_run(w, 100, false), WORLD_STALLED);
+    check_int_eq(small->callbacks + large->callbacks, 0);
+
+    check_int_eq(world_del_procs(w, SIDE_A), OPAL_SUCCESS);
+    check(0 == small->callbacks || OPAL_SUCCESS != small->status);
+    check(0 == large->callbacks || OPAL_SUCCESS != large->status);
+    world_fini(w);
+    free(dst);
+    free(src);
+    return 0;
+}
+
+/* Forgetting a peer while the device still owns segments sent to it:
+ * their completions must not lead to the released endpoint. */
+USNIC_TEST(engine_del_procs_posted_sends)
+{
+    world_t *w = world_new(1, 2);
+
+    check(NULL != w);
+    for (int i = 0; i < 10; ++i) {
+        check(NULL != world_send(w, SIDE_A, 100 + (size_t) i * 3000, SEND_PREPARE));
+    }
+    /* the sends are posted; their completions wait in A's queue */
+    check(fake_cq_depth(&w->mods[SIDE_A], USNIC_DATA_CHANNEL) > 0);
+    check_int_eq(world_del_procs(w, SIDE_A), OPAL_SUCCESS);
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.stale_completions, 0);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* A send that completes in error is recovered by the retransmit timer. */
+USNIC_TEST(engine_send_completion_error)
+{
+    world_t *w = world_new(3, 4);
+    fake_dgram_t d;
+
+    check(NULL != w);
+    fake_dev.hold_send_completions = true;
+    check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    check_int_eq(fake_held_count(), 1);
+    /* the device did not send it */
+    check(fake_wire_take(0, &d));
+    fake_dgram_free(&d);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(IBV_WC_GENERAL_ERR);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_crc_errors, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* ACKs that arrive before the device reports the send complete: the
+ * buffers go back only when both happened. */
+USNIC_TEST(engine_ack_before_send_completion)
+{
+    world_t *w = world_new(3, 4);
+
+    check(NULL != w);
+    fake_dev.hold_send_completions = true;
+    for (int i = 0; i < 20; ++i) {
+        size_t len = 100 + (size_t) i * 7000;
+        check(NULL != world_send(w, SIDE_A, len, i % 2 ? SEND_NONCONTIG : SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(usnic_tx_window_inflight(&w->ep[SIDE_A]->tx), 0);
+    check(world_free_count(&w->mods[SIDE_A].chunk_segs) <
+          w->mods[SIDE_A].chunk_segs.fl_num_allocated);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(IBV_WC_SUCCESS);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
+/* Device failures end in the fatal-error path. */
+USNIC_TEST(engine_device_failures)
+{
+    world_t *w = world_new(3, 4);
+    uint8_t junk[64];
+
+    check(NULL != w);
+    /* a post fails */
+    fake_dev.fail_post = true;
+    world_send(w, SIDE_A, 100, SEND_ALLOC);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_A]);
+    check(w->mods[SIDE_A].dead);
+    fake_dev.fail_post = false;
+
+    /* a flushed receive: the queue pair is dead */
+    memset(junk, 0, sizeof(junk));
+    check_int_eq(fake_deliver_raw(w->mods[SIDE_B].local_addr.qp_num[USNIC_DATA_CHANNEL], junk, 0, 0,
+                                  IBV_WC_WR_FLUSH_ERR),
+                 FAKE_RX_OK);
+    world_progress(w, SIDE_B);
+    check_int_eq(fake_dev.fatal_calls, 2);
+    check(fake_dev.fatal_module == &w->mods[SIDE_B]);
+    world_fini(w);
+
+    /* a flushed send */
+    w = world_new(3, 4);
+    check(NULL != w);
+    fake_dev.hold_send_completions = true;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    fake_release_send_completions(IBV_WC_WR_FLUSH_ERR);
+    fake_dev.hold_send_completions = false;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_A]);
+    world_fini(w);
+
+    /* receive buffers cannot be handed back */
+    w = world_new(3, 4);
+    check(NULL != w);
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    fake_dev.fail_repost = true;
+    world_net_step(w);
+    world_progress(w, SIDE_B);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_B]);
+    fake_dev.fail_repost = false;
+    world_fini(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* peers with different limits                                         */
+
+/* A host with several devices lowers its send limit to 25 KiB; a peer
+ * with one device still sends fragments up to 150 KiB to it. */
+USNIC_TEST(engine_mixed_send_limits)
+{
+    world_t *w = world_new(1, 1);
+
+    check(NULL != w);
+    usnic_component.max_short_packets = 0;
+    w->mods[SIDE_B].super.btl_eager_limit = 25 * 1024;
+    w->mods[SIDE_B].super.btl_max_send_size = 25 * 1024;
+    check(NULL != world_send(w, SIDE_A, 100000, SEND_PREPARE));
+    check(NULL != world_send(w, SIDE_B, 25 * 1024, SEND_PREPARE));
+    check_int_eq(world_run(w, 2000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
