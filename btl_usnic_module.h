@@ -10,6 +10,9 @@
 #ifndef BTL_USNIC_MODULE_H
 #define BTL_USNIC_MODULE_H
 
+/* Open MPI's configuration before hwloc.h: both define HWLOC_VERSION. */
+#include "btl_usnic.h"
+
 #include <hwloc.h>
 #include <infiniband/verbs.h>
 #include <net/if.h>
