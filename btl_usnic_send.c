@@ -106,6 +106,19 @@ void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
     }
 }
 
+/* A small frag is one datagram: header and payload already in place. */
+static void send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                            opal_btl_usnic_send_frag_t *frag, int channel)
+{
+    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
+    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    frag->seg.hdr->payload_len = (uint16_t) frag->size;
+    frag->seg.hdr->tag = frag->tag;
+    frag->segs_unacked = 1;
+    send_segment(module, ep, &frag->seg, channel);
+    ++module->stats.num_frag_sends;
+}
+
 bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_frag_t *frag)
 {
@@ -117,14 +130,8 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_en
         ep->failed) {
         return false;
     }
-    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
-    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
-    frag->seg.hdr->payload_len = (uint16_t) frag->size;
-    frag->seg.hdr->tag = frag->tag;
-    frag->segs_unacked = 1;
-    send_segment(module, ep, &frag->seg, USNIC_PRIORITY_CHANNEL);
+    send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
     ++module->stats.num_fast_sends;
-    ++module->stats.num_frag_sends;
     return true;
 }
 
@@ -238,13 +245,7 @@ static void send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     bool last;
 
     if (USNIC_FRAG_SMALL == frag->type) {
-        frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
-        frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
-        frag->seg.hdr->payload_len = (uint16_t) frag->size;
-        frag->seg.hdr->tag = frag->tag;
-        frag->segs_unacked = 1;
-        send_segment(module, ep, &frag->seg, USNIC_DATA_CHANNEL);
-        ++module->stats.num_frag_sends;
+        send_small_frag(module, ep, frag, USNIC_DATA_CHANNEL);
         last = true;
     } else {
         /* Keep reassembly slots unique at the receiver (see USNIC_RX_FRAG_SLOTS). */
