@@ -132,6 +132,9 @@ typedef struct opal_btl_usnic_component_t {
     char *connectivity_map_prefix;
     int peer_timeout;               /* seconds without ACK progress before a peer is declared dead */
 
+    /* OPAL's reachable framework (route lookups) is open and selected */
+    bool reachable_ready;
+
     /* set once opal_btl_usnic_component_quiesce() ran */
     bool quiesced;
 

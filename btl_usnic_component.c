@@ -21,6 +21,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/event/event.h"
 #include "opal/mca/pmix/pmix.h"
+#include "opal/mca/reachable/base/base.h"
 #include "opal/util/if.h"
 #include "opal/util/proc.h"
 #include "opal/util/error.h"
@@ -84,6 +85,7 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     c->quiesced = false;
+    c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
     add_help_dir();
@@ -99,6 +101,10 @@ static int usnic_component_close(void)
     opal_btl_usnic_component_t *c = &usnic_component;
 
     opal_btl_usnic_component_quiesce();
+    if (c->reachable_ready) {
+        (void) mca_base_framework_close(&opal_reachable_base_framework);
+        c->reachable_ready = false;
+    }
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
@@ -148,6 +154,7 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
             continue;
         }
         opal_ifindextoname(i, m->if_name, sizeof(m->if_name));
+        m->if_kindex = opal_ifindextokindex(i);
         m->if_ipv4 = sin->sin_addr.s_addr;
         opal_ifindextomask(i, &m->if_prefix, sizeof(m->if_prefix));
         opal_ifindextomtu(i, &m->if_mtu);
@@ -323,6 +330,14 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     }
     if (c->num_modules > 0) {
         opal_btl_usnic_stats_register_pvars();
+        /* Route lookups for pairing devices with the peers'; without them
+         * pairing falls back to subnets and link speeds. */
+        if (OPAL_SUCCESS == mca_base_framework_open(&opal_reachable_base_framework, 0)) {
+            c->reachable_ready = (OPAL_SUCCESS == opal_reachable_base_select());
+            if (!c->reachable_ready) {
+                (void) mca_base_framework_close(&opal_reachable_base_framework);
+            }
+        }
     }
 
     /* Watch the devices that carry modules for port and device failures. */

@@ -65,6 +65,7 @@ typedef struct opal_btl_usnic_module_t {
 
     /* the netdev behind the port */
     char if_name[IF_NAMESIZE];
+    int if_kindex;                  /* kernel interface index */
     uint32_t if_ipv4;               /* network order */
     uint32_t if_prefix;
     int if_mtu;

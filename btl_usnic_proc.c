@@ -11,7 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/in.h>
+
+#include "opal/mca/if/if.h"
 #include "opal/mca/pmix/pmix.h"
+#include "opal/mca/reachable/reachable.h"
 #include "opal/util/bipartite_graph.h"
 #include "opal/util/error.h"
 #include "opal/util/show_help.h"
@@ -108,9 +112,8 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
     return OPAL_SUCCESS;
 }
 
-/* Preference for pairing a local module with a peer record: same subnet
- * first, then the slower link of the two.  0 means "cannot pair". */
-static int64_t edge_weight(const opal_btl_usnic_module_t *m, const usnic_modex_addr_t *r)
+/* Without route lookups: same subnet first, then the slower link of the two. */
+static int64_t subnet_weight(const opal_btl_usnic_module_t *m, const usnic_modex_addr_t *r)
 {
     uint32_t mask = opal_btl_usnic_prefix_to_mask(m->if_prefix);
     bool same_subnet = m->if_prefix == r->prefix &&
@@ -122,6 +125,61 @@ static int64_t edge_weight(const opal_btl_usnic_module_t *m, const usnic_modex_a
     return (int64_t)(((uint64_t) same_subnet << 48) | (gbps << 40) | (1ULL << 32));
 }
 
+static opal_if_t *make_if(uint32_t ipv4, uint32_t prefix, int kindex, uint32_t mbps)
+{
+    opal_if_t *i = OBJ_NEW(opal_if_t);
+    struct sockaddr_in *sin = (struct sockaddr_in *) &i->if_addr;
+
+    if (NULL != i) {
+        i->af_family = AF_INET;
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = ipv4;
+        i->if_mask = prefix;
+        i->if_kernel_index = (uint16_t) kindex;
+        i->if_bandwidth = mbps;
+    }
+    return i;
+}
+
+/* Weights of every (local module, peer record) pair: OPAL's reachable
+ * framework looks up the route from each local interface (same network,
+ * routed, or none, scaled by bandwidth); 0 means no route.  Returns NULL
+ * when route lookups are unavailable. */
+static opal_reachable_t *route_weights(opal_btl_usnic_proc_t *p)
+{
+    opal_list_t local, remote;
+    opal_reachable_t *r = NULL;
+    bool ok = true;
+
+    if (!usnic_component.reachable_ready) {
+        return NULL;
+    }
+    OBJ_CONSTRUCT(&local, opal_list_t);
+    OBJ_CONSTRUCT(&remote, opal_list_t);
+    for (int i = 0; i < usnic_component.num_modules && ok; ++i) {
+        opal_btl_usnic_module_t *m = &usnic_component.modules[i];
+        opal_if_t *e = make_if(m->if_ipv4, m->if_prefix, m->if_kindex, m->link_speed_mbps);
+        ok = (NULL != e);
+        if (ok) {
+            opal_list_append(&local, &e->super);
+        }
+    }
+    for (size_t j = 0; j < p->modex_count && ok; ++j) {
+        opal_if_t *e = make_if(p->modex[j].ipv4_addr, p->modex[j].prefix, 0,
+                               p->modex[j].link_speed_mbps);
+        ok = (NULL != e);
+        if (ok) {
+            opal_list_append(&remote, &e->super);
+        }
+    }
+    if (ok) {
+        r = opal_reachable.reachable(&local, &remote);
+    }
+    OPAL_LIST_DESTRUCT(&local);
+    OPAL_LIST_DESTRUCT(&remote);
+    return r;
+}
+
 /* Pair every local module with at most one peer record, most pairs first,
  * best total weight second.  Both sides build the same graph (the process
  * with the lower name on the left), so they reach the same pairing. */
@@ -131,6 +189,7 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
     bool local_left = usnic_component.my_hashed_name < p->hashed_name;
     opal_bp_graph_t *g = NULL;
     int num_match = 0, *match = NULL, rc, idx;
+    opal_reachable_t *routes = route_weights(p);
 
     for (int i = 0; i < nm; ++i) {
         p->match[i] = -1;
@@ -146,12 +205,21 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
         for (int j = 0; j < nr; ++j) {
             int lv = local_left ? i : nr + i;
             int rv = local_left ? nm + j : j;
-            int64_t w = edge_weight(&usnic_component.modules[i], &p->modex[j]);
+            int64_t w = NULL != routes ? routes->weights[i][j]
+                                       : subnet_weight(&usnic_component.modules[i], &p->modex[j]);
+            if (0 == w) {
+                usnic_verbose(10, "%s: %s: no route to peer record %d",
+                              opal_process_info.nodename, usnic_component.modules[i].dev_name, j);
+                continue;
+            }
             /* edges always run left to right */
             rc = opal_bp_graph_add_edge(g, local_left ? lv : rv, local_left ? rv : lv, -w, 1,
                                         NULL);
             if (OPAL_SUCCESS != rc) {
                 opal_bp_graph_free(g);
+                if (NULL != routes) {
+                    OBJ_RELEASE(routes);
+                }
                 return rc;
             }
         }
@@ -169,6 +237,9 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
     }
     free(match);
     opal_bp_graph_free(g);
+    if (NULL != routes) {
+        OBJ_RELEASE(routes);
+    }
     return rc;
 }
 
