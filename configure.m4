@@ -8,9 +8,9 @@
 # What the component needs:
 #   - 64-bit Linux;
 #   - libibverbs (found through OPAL_CHECK_OPENFABRICS, so the usual
-#     --with-verbs / --with-verbs-libdir switches apply);
-#   - libnl-3 with libnl-route-3, headers under include/libnl3 (found
-#     through OPAL_CHECK_LIBNL_V3, so --with-libnl applies).
+#     --with-verbs / --with-verbs-libdir switches apply).
+# Route lookups come from OPAL's reachable framework, so the component
+# needs no netlink library of its own.
 #
 # Switches of its own:
 #   --with-usnic     build it or stop configure with an error
@@ -31,9 +31,9 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
 
     AC_ARG_WITH([usnic],
                 [AS_HELP_STRING([--with-usnic],
-                                [Build the usnic BTL (verbs UD queue pairs, needs libibverbs and libnl-route-3 on 64-bit Linux); configure fails if it cannot be built.  --without-usnic skips it.  Default: build it when possible])])
+                                [Build the usnic BTL (verbs UD queue pairs, needs libibverbs on 64-bit Linux); configure fails if it cannot be built.  --without-usnic skips it.  Default: build it when possible])])
 
-    OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_reason btl_usnic_save_CPPFLAGS btl_usnic_save_LDFLAGS btl_usnic_save_LIBS btl_usnic_nl_CPPFLAGS btl_usnic_nl_LDFLAGS btl_usnic_nl_LIBS])
+    OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_reason btl_usnic_save_CPPFLAGS btl_usnic_save_LDFLAGS btl_usnic_save_LIBS])
 
     btl_usnic_happy=yes
     btl_usnic_reason=
@@ -69,26 +69,8 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
                                          [btl_usnic_reason="it needs libibverbs, but --without-verbs was given"],
                                          [btl_usnic_reason="libibverbs (infiniband/verbs.h and -libverbs) was not found or is not usable"])])])
 
-    # --- libnl-3 + libnl-route-3 -----------------------------------------
-    # OPAL_CHECK_LIBNL_V3 leaves its _LIBS empty when it fails, and it
-    # must not be mixed with libnl v1 in the same process.
-    AS_IF([test "$btl_usnic_happy" = "yes"],
-          [AS_IF([test "$opal_want_libnl" = "no"],
-                 [btl_usnic_happy=no
-                  btl_usnic_reason="it needs libnl-3, but --without-libnl was given"],
-                 [test "$opal_libnl_version" = "1"],
-                 [btl_usnic_happy=no
-                  btl_usnic_reason="it needs libnl-3, but another library already pulled in libnl v1 (they cannot be mixed)"],
-                 [OPAL_CHECK_LIBNL_V3([$opal_libnl_location], [btl_usnic_nl])
-                  AS_IF([test -z "$btl_usnic_nl_LIBS"],
-                        [btl_usnic_happy=no
-                         btl_usnic_reason="libnl-3 / libnl-route-3 (netlink/version.h under include/libnl3, -lnl-3, -lnl-route-3) was not found or is not usable"],
-                        [OPAL_FLAGS_APPEND_UNIQ([btl_usnic_CPPFLAGS], [$btl_usnic_nl_CPPFLAGS])
-                         OPAL_FLAGS_APPEND_UNIQ([btl_usnic_LDFLAGS], [$btl_usnic_nl_LDFLAGS])
-                         OPAL_FLAGS_APPEND_UNIQ([btl_usnic_LIBS], [$btl_usnic_nl_LIBS])])])])
-
     # --- declarations that differ between rdma-core releases ---------------
-    # and a last check that everything links together.
+    # and a last check that the component's verbs calls link.
     AS_IF([test "$btl_usnic_happy" = "yes"],
           [btl_usnic_save_CPPFLAGS=$CPPFLAGS
            btl_usnic_save_LDFLAGS=$LDFLAGS
@@ -100,23 +82,19 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
            AC_CHECK_DECLS([IBV_EVENT_GID_CHANGE, ibv_event_type_str], [], [],
                           [[#include <infiniband/verbs.h>]])
 
-           AC_MSG_CHECKING([whether libibverbs and libnl-route-3 link together for the usnic BTL])
+           AC_MSG_CHECKING([whether the verbs calls of the usnic BTL link])
            AC_LINK_IFELSE([AC_LANG_PROGRAM([[
 #include <infiniband/verbs.h>
-#include <netlink/netlink.h>
-#include <netlink/route/route.h>
 ]], [[
+    struct ibv_gid_entry entry;
     struct ibv_device **devs = ibv_get_device_list((int *) 0);
-    struct nl_sock *sock = nl_socket_alloc();
-    struct rtnl_route *route = rtnl_route_alloc();
-    rtnl_route_put(route);
-    nl_socket_free(sock);
+    (void) ibv_query_gid_ex((struct ibv_context *) 0, 1, 0, &entry, 0);
     ibv_free_device_list(devs);
 ]])],
                           [AC_MSG_RESULT([yes])],
                           [AC_MSG_RESULT([no])
                            btl_usnic_happy=no
-                           btl_usnic_reason="a test program using both libibverbs and libnl-route-3 did not link (see config.log)"])
+                           btl_usnic_reason="a test program using libibverbs (ibv_query_gid_ex needs rdma-core 32 or newer) did not link (see config.log)"])
 
            CPPFLAGS=$btl_usnic_save_CPPFLAGS
            LDFLAGS=$btl_usnic_save_LDFLAGS
