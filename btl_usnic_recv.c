@@ -108,6 +108,14 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
             ++module->stats.num_badfrag_recvs;
             return false;
         }
+        /* The target may have been deregistered since the first chunk. */
+        if (0 != slot->put_addr &&
+            !opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset, len)) {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+            slot->frag_id = 0;
+            slot->buf = NULL;
+            return false;
+        }
         break;
     }
     if (len > slot->bytes_left) {

@@ -5,6 +5,7 @@
 #   install   make -C standalone install (into Open MPI's component dir, for the VM tests)
 #   unit      make -C standalone check     (prints "unit: N passed, N failed")
 #   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
+#   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
 #   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
@@ -43,6 +44,7 @@ if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
 else
     step intree tools/intree-check.sh
 fi
+step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step vm test/vm/run.sh
 
 echo "=== summary"
