@@ -34,14 +34,17 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
 /* Hand a complete message to the PML. */
 static void deliver(opal_btl_usnic_module_t *module, uint8_t tag, void *data, size_t len)
 {
-    mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    mca_btl_active_message_callback_t *reg;
     mca_btl_base_segment_t seg;
     mca_btl_base_descriptor_t desc;
 
-    if (OPAL_UNLIKELY(NULL == reg->cbfunc)) {
+    /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one. */
+    if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
+                      NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
         return;
     }
+    reg = &mca_btl_base_active_message_trigger[tag];
     seg.seg_addr.pval = data;
     seg.seg_len = len;
     desc.des_segments = &seg;
