@@ -1,0 +1,48 @@
+#!/bin/bash
+# vm-timeout: 660
+# Reliability under reordering, duplication, corruption and a mix of them, on RoCE v2
+# datagrams only (fault-lib.sh's netem_roce) and in BOTH directions at once:
+#   reorder     delay 1ms reorder 25% 50%: a quarter of the datagrams (correlated) overtake
+#               the others, which wait 1 ms
+#   dup20%      duplicate 20%
+#   corrupt10%  corrupt 10%: one bit flipped; rxe drops the datagram (its ICRC is wrong), so
+#               this is loss that netem does not count
+#   mix         loss 5% duplicate 5% delay 1ms reorder 25% 50%
+# Workloads as in t-faults.sh: p2p (1 rank per host, sizes across every protocol boundary up
+# to 1 MiB) and faultmix (3 ranks per host, all-to-all among 6 ranks with MPI_ANY_SOURCE and
+# MPI_Alltoall). Every run (fault_run, fault-lib.sh): data, counts, order right, nothing left
+# over, exit 0 within the bound, exactly-once delivery by usnic (data datagrams sent once =
+# accepted once, per direction), and evidence that the fault acted:
+#   reorder  every datagram usnic sent went through the delaying netem, nothing dropped
+#   dup20%   duplicates dropped on both hosts (num_dup_recvs + num_oow_low_recvs: a duplicate
+#            of an in-order datagram is below the window) and more datagrams arrived than sent
+#   corrupt  fewer datagrams arrived than were sent, in both directions, and usnic resent
+#   mix      netem dropped in both directions, usnic resent, duplicates dropped on both hosts
+# Bounds per run (launch included): 60 s (reorder, dup), 90 s (corrupt, mix); measured on a
+# 2-core host: 3-10 s, 14-25 s with corruption.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dp-lib.sh"
+. "$(dirname "$0")/fault-lib.sh"
+mpi_build p2p
+mpi_build faultmix
+P2P="-s 0,1,722,723,4050,4051,16384,153544,153545,1048576 -W 262144"
+
+netem_roce_both delay 1ms reorder 25% 50%
+fault_run reorder reorder 60 1 "$WORK/reorder-p2p.out" p2p $P2P
+fault_run reorder reorder 60 3 "$WORK/reorder-mix.out" faultmix
+
+netem_roce_both duplicate 20%
+fault_run dup20% dup 60 1 "$WORK/dup-p2p.out" p2p $P2P
+fault_run dup20% dup 60 3 "$WORK/dup-mix.out" faultmix
+
+netem_roce_both corrupt 10%
+fault_run corrupt10% corrupt 90 1 "$WORK/corrupt-p2p.out" p2p $P2P
+fault_run corrupt10% corrupt 90 3 "$WORK/corrupt-mix.out" faultmix
+
+netem_roce_both loss 5% duplicate 5% delay 1ms reorder 25% 50%
+fault_run mix mix 90 1 "$WORK/mix-p2p.out" p2p $P2P
+fault_run mix mix 90 3 "$WORK/mix-mix.out" faultmix
+
+netem_clear
+fault_summary
+dp_done

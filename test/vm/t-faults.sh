@@ -1,0 +1,49 @@
+#!/bin/bash
+# vm-timeout: 780
+# Reliability under packet loss: netem drops RoCE v2 datagrams (UDP port 4791, fault-lib.sh's
+# netem_roce; the launcher's TCP and the connectivity checker are not touched) in BOTH
+# directions at once, so data, ACKs and retransmissions are all lost:
+#   none     no impairment (the netem is in place with no effect): the baseline counters
+#   loss1%, loss10%, loss30% (lighter workloads at 30%)
+# Workloads, each run once per fault:
+#   p2p       1 rank per host, btl usnic,self: progs/p2p.c at the sizes that straddle every
+#             protocol boundary (0, 1, 722|723 fast path, 4050|4051 one datagram|chunks,
+#             16384, 153544|153545 eager|rendezvous, 1 MiB), ping-pong and streams (-W: at
+#             most 256 KiB per stream); at 30% without 1 MiB, 64 KiB per stream
+#   faultmix  3 ranks per host, btl usnic,self,vader: progs/faultmix.c, all-to-all among the
+#             6 ranks at the same sizes (up to 153545) with MPI_ANY_SOURCE receives and
+#             MPI_Alltoall, 2 rounds x 2 messages per pair (1 x 1 at 30%)
+# Every run (fault_run, fault-lib.sh): each byte, count, source and per-source order right,
+# nothing left over, exit code 0, within the run's bound; per direction the data datagrams
+# sent once equal those accepted once (exactly-once delivery by usnic); netem dropped
+# datagrams in both directions and usnic retransmitted. A "faults: ..." line per run gives
+# the counters (X/Y: hostA/hostB).
+# Bounds per run (launch included): 60 s (none, 1%), 90 s (10%), 150 s (30%); measured on a
+# 2-core host: 4-16 s, 16-44 s at 30%.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dp-lib.sh"
+. "$(dirname "$0")/fault-lib.sh"
+mpi_build p2p
+mpi_build faultmix
+P2P="-s 0,1,722,723,4050,4051,16384,153544,153545,1048576 -W 262144"
+P2P_LIGHT="-s 0,1,722,723,4050,4051,16384,153544,153545 -W 65536"
+
+netem_roce_both delay 0ms
+fault_run none none 60 1 "$WORK/none-p2p.out" p2p $P2P
+fault_run none none 60 3 "$WORK/none-mix.out" faultmix
+
+netem_roce_both loss 1%
+fault_run loss1% loss 60 1 "$WORK/loss1-p2p.out" p2p $P2P
+fault_run loss1% loss 60 3 "$WORK/loss1-mix.out" faultmix
+
+netem_roce_both loss 10%
+fault_run loss10% loss 90 1 "$WORK/loss10-p2p.out" p2p $P2P
+fault_run loss10% loss 90 3 "$WORK/loss10-mix.out" faultmix
+
+netem_roce_both loss 30%
+fault_run loss30% loss 150 1 "$WORK/loss30-p2p.out" p2p $P2P_LIGHT
+fault_run loss30% loss 150 3 "$WORK/loss30-mix.out" faultmix -r 1 -k 1
+
+netem_clear
+fault_summary
+dp_done
