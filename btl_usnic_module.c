@@ -640,6 +640,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
     return;
 
 dead_qp:
+    opal_btl_usnic_verbs_async_drain(module->context);
     opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
                    opal_process_info.nodename, module->dev_name,
                    0 == channel ? "priority" : "data", ibv_wc_status_str(wc->status),

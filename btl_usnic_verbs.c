@@ -449,6 +449,11 @@ static void async_event_cb(int fd, short flags, void *arg)
     }
 }
 
+void opal_btl_usnic_verbs_async_drain(struct ibv_context *ctx)
+{
+    async_event_cb(-1, 0, ctx);
+}
+
 int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev)
 {
     int fl = fcntl(ctx->async_fd, F_GETFL);

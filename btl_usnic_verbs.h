@@ -58,6 +58,9 @@ int opal_btl_usnic_verbs_create_ah(struct opal_btl_usnic_module_t *module,
  * message naming the device. */
 int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev);
 void opal_btl_usnic_verbs_async_stop(opal_event_t *ev);
+/* Handle the async events already queued (a port error explains flushed
+ * work requests better than the flush itself). */
+void opal_btl_usnic_verbs_async_drain(struct ibv_context *ctx);
 
 /* rcache callbacks: register / deregister memory with the device. */
 int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,

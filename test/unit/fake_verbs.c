@@ -490,6 +490,12 @@ void opal_btl_usnic_verbs_async_stop(opal_event_t *ev)
     (void) ev;
 }
 
+/* The fake device raises no asynchronous events. */
+void opal_btl_usnic_verbs_async_drain(struct ibv_context *ctx)
+{
+    (void) ctx;
+}
+
 int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,
                                  mca_rcache_base_registration_t *reg)
 {
