@@ -99,6 +99,7 @@ pct() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", (d > 0 ? 100 * n / d : 0
 #            direction more datagrams arrived than were sent
 #   mix      netem dropped datagrams on both hosts, usnic retransmitted, and duplicates arrived
 # Failures are dp_fail (the test goes on; dp_done gives the verdict).
+# shellcheck disable=SC2034 # counters read indirectly, as ${s}_num_frag_sends etc.
 fault_run() {
     local label=$1 kind=$2 bound=$3 n=$4 out=$5 prog=$6 t0 t x y na0 nb0 na1 nb1
     local pa da pb db sa rb sb ra lab lba what="$label: $prog ($n per host)"
@@ -119,7 +120,7 @@ fault_run() {
         pass "$what: finished in ${t}s (bound ${bound}s)"
     fi
 
-    # counters (unset ones count as 0)
+    # counters (unset ones count as 0; some are only read as ${s}_num_...)
     local A_num_total_sends=0 A_num_frag_sends=0 A_num_chunk_sends=0 A_num_resends=0
     local A_num_timeout_retrans=0 A_num_fast_retrans=0 A_num_total_recvs=0 A_num_frag_recvs=0
     local A_num_chunk_recvs=0 A_num_dup_recvs=0 A_num_oow_low_recvs=0 A_num_oow_high_recvs=0
@@ -167,36 +168,43 @@ fault_run() {
     case $kind in
     none) ;;
     loss|mix)
-        [ "$da" -gt 0 ] && [ "$db" -gt 0 ] && pass "$what: netem dropped $da/$db datagrams" ||
-            dp_fail "$what: the RoCE netem dropped $da (hostA) and $db (hostB) datagrams"
-        [ $((A_num_resends + B_num_resends)) -gt 0 ] &&
-            pass "$what: usnic retransmitted $A_num_resends/$B_num_resends segments" ||
-            dp_fail "$what: datagrams were dropped, but usnic retransmitted nothing"
+        [ "$da" -gt 0 ] && [ "$db" -gt 0 ]
+        verdict $? "$what: netem dropped $da/$db datagrams" \
+            "$what: the RoCE netem dropped $da (hostA) and $db (hostB) datagrams"
+        [ $((A_num_resends + B_num_resends)) -gt 0 ]
+        verdict $? "$what: usnic retransmitted $A_num_resends/$B_num_resends segments" \
+            "$what: datagrams were dropped, but usnic retransmitted nothing"
         if [ "$kind" = mix ]; then
-            [ "$lab" -gt 0 ] && [ "$lba" -gt 0 ] &&
-                pass "$what: duplicates dropped: $lab/$lba" ||
-                dp_fail "$what: no duplicates seen on both hosts ($lab/$lba)"
+            [ "$lab" -gt 0 ] && [ "$lba" -gt 0 ]
+            verdict $? "$what: duplicates dropped: $lab/$lba" \
+                "$what: no duplicates seen on both hosts ($lab/$lba)"
         fi ;;
     corrupt)
-        [ "$sa" -gt "$rb" ] && [ "$sb" -gt "$ra" ] &&
-            pass "$what: datagrams lost in both directions" ||
-            dp_fail "$what: corruption lost no datagrams (A->B $sa/$rb, B->A $sb/$ra)"
-        [ $((A_num_resends + B_num_resends)) -gt 0 ] &&
-            pass "$what: usnic retransmitted $A_num_resends/$B_num_resends segments" ||
-            dp_fail "$what: datagrams were lost, but usnic retransmitted nothing" ;;
+        [ "$sa" -gt "$rb" ] && [ "$sb" -gt "$ra" ]
+        verdict $? "$what: datagrams lost in both directions" \
+            "$what: corruption lost no datagrams (A->B $sa/$rb, B->A $sb/$ra)"
+        [ $((A_num_resends + B_num_resends)) -gt 0 ]
+        verdict $? "$what: usnic retransmitted $A_num_resends/$B_num_resends segments" \
+            "$what: datagrams were lost, but usnic retransmitted nothing" ;;
     reorder)
-        [ "$pa" -ge "$sa" ] && [ "$pb" -ge "$sb" ] && [ "$da" = 0 ] && [ "$db" = 0 ] &&
-            pass "$what: all $pa/$pb datagrams went through the reordering netem" ||
-            dp_fail "$what: the RoCE netem passed $pa/$pb datagrams (usnic sent $sa/$sb)," \
-                "dropped $da/$db" ;;
+        [ "$pa" -ge "$sa" ] && [ "$pb" -ge "$sb" ] && [ "$da" = 0 ] && [ "$db" = 0 ]
+        verdict $? "$what: all $pa/$pb datagrams went through the reordering netem" \
+            "$what: the RoCE netem passed $pa/$pb datagrams (usnic sent $sa/$sb)," \
+            "dropped $da/$db" ;;
     dup)
-        [ "$lab" -gt 0 ] && [ "$lba" -gt 0 ] && pass "$what: duplicates dropped: $lab/$lba" ||
-            dp_fail "$what: no duplicates seen on both hosts ($lab/$lba)"
-        [ "$rb" -gt "$sa" ] || [ "$ra" -gt "$sb" ] &&
-            pass "$what: more datagrams arrived than were sent" ||
-            dp_fail "$what: no more datagrams arrived than sent (A->B $sa/$rb, B->A $sb/$ra)" ;;
+        [ "$lab" -gt 0 ] && [ "$lba" -gt 0 ]
+        verdict $? "$what: duplicates dropped: $lab/$lba" \
+            "$what: no duplicates seen on both hosts ($lab/$lba)"
+        [ "$rb" -gt "$sa" ] || [ "$ra" -gt "$sb" ]
+        verdict $? "$what: more datagrams arrived than were sent" \
+            "$what: no more datagrams arrived than sent (A->B $sa/$rb, B->A $sb/$ra)" ;;
     *) dp_fail "fault_run: unknown kind $kind" ;;
     esac
+}
+
+# verdict STATUS PASS-MSG FAIL-MSG: pass if STATUS is 0, else dp_fail
+verdict() {
+    if [ "$1" = 0 ]; then pass "$2"; else dp_fail "$3"; fi
 }
 
 # fault_summary: the summary lines of every fault_run so far

@@ -40,16 +40,27 @@ mpirun_usnic() {
         --mca pml ob1 --mca btl "${BTL:-usnic,self}" "$@"
 }
 
+# need_pairs N: the test needs a VM with N veth pairs (RoCE devices per host); run.sh boots
+# one for tests with the header line `# vm-pairs: N` (rxe-vm: RXE_VM_PAIRS=N)
+need_pairs() {
+    [ "${RXEVM_PAIRS:-1}" -ge "$1" ] ||
+        fail "this test needs $1 veth pairs (header '# vm-pairs: $1'), the VM has ${RXEVM_PAIRS:-1}"
+}
+
 # netem HOST NETEM-ARGS...: netem on what host A or B sends (egress of its veth end),
-#   e.g. `netem A loss 10%`; netem_both NETEM-ARGS...: the same on both directions;
-# netem_clear: remove them (the runner also does this after every test)
+#   e.g. `netem A loss 10%`; HOST A2 or B2: on the second pair (vethA2/vethB2, vm-pairs 2);
+# netem_both NETEM-ARGS...: the same on both directions of the first pair;
+# netem_clear: remove them from every pair (the runner also does this after every test)
 netem() {
     local x=$1; shift
-    ip netns exec "ns$x" tc qdisc replace dev "veth$x" root netem "$@" || fail "netem $x $*"
+    ip netns exec "ns${x%2}" tc qdisc replace dev "veth$x" root netem "$@" || fail "netem $x $*"
 }
 netem_both() { netem A "$@"; netem B "$@"; }
 netem_clear() {
     local x
     for x in A B; do ip netns exec "ns$x" tc qdisc del dev "veth$x" root 2>/dev/null; done
+    if [ "${RXEVM_PAIRS:-1}" -ge 2 ]; then
+        for x in A B; do ip netns exec "ns$x" tc qdisc del dev "veth${x}2" root 2>/dev/null; done
+    fi
     return 0
 }

@@ -5,6 +5,9 @@
 # test failed or the VM did. Each test's output goes to test/vm/logs/NAME.log.
 # A test may set its timeout with a header line `# vm-timeout: SECONDS` (default 300);
 # RXE_VM_TIMEOUT (the whole VM) defaults to the sum of the tests' timeouts plus boot time.
+# A test that needs two RoCE devices per host has the header line `# vm-pairs: 2` (default 1):
+# such tests run in a second VM, booted with RXE_VM_PAIRS=2 (a second veth pair with rxeA2 and
+# rxeB2) after the one-pair VM; the others always run with RXE_VM_PAIRS=1.
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
@@ -38,22 +41,39 @@ if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest N
 fi
 
 [ $# -gt 0 ] || set -- "$VM"/t-*.sh
-specs=() sum=0
+specs=() group1=() group2=() sum1=0 sum2=0
 for t; do
     name=${t##*/}; name=${name%.sh}
     [ -f "$VM/$name.sh" ] || { echo "run.sh: no such test: $VM/$name.sh" >&2; exit 2; }
     to=$(sed -n 's/^# vm-timeout: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
+    pairs=$(sed -n 's/^# vm-pairs: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
     specs+=("$name:${to:=300}")
-    sum=$((sum + to + 10))                  # + timeout's -k grace
+    case ${pairs:=1} in              # + 10: timeout's -k grace
+        1) group1+=("$name:$to"); sum1=$((sum1 + to + 10)) ;;
+        2) group2+=("$name:$to"); sum2=$((sum2 + to + 10)) ;;
+        *) echo "run.sh: $name: vm-pairs must be 1 or 2, not $pairs" >&2; exit 2 ;;
+    esac
 done
 mkdir -p "$LOGS" || exit 2
 for s in "${specs[@]}"; do rm -f "$LOGS/${s%:*}.log"; done
+: > "$LOGS/run.log"
 # the logs are written from inside the guest: the repo must be shared read-write
-export RXE_VM_RW=$REPO RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((sum + 180))}
+export RXE_VM_RW=$REPO
 cd "$REPO" || exit 2
 t0=$SECONDS
-tools/rxe-vm/rxe-vm test/vm/run.sh --in-guest "${specs[@]}" | tee "$LOGS/run.log"
-vmrc=${PIPESTATUS[0]}
+vmerr=() boots=0
+for pairs in 1 2; do             # one VM per topology that a requested test needs
+    if [ "$pairs" = 1 ]; then group=("${group1[@]}") sum=$sum1
+    else group=("${group2[@]}") sum=$sum2; fi
+    [ ${#group[@]} -gt 0 ] || continue
+    [ "$boots" -gt 0 ] && echo "run.sh: booting a VM with $pairs veth pairs for ${#group[@]} test(s)" |
+        tee -a "$LOGS/run.log"
+    boots=$((boots + 1))
+    RXE_VM_PAIRS=$pairs RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((sum + 180))} \
+        tools/rxe-vm/rxe-vm test/vm/run.sh --in-guest "${group[@]}" | tee -a "$LOGS/run.log"
+    vmrc=${PIPESTATUS[0]}
+    [ "$vmrc" = 0 ] || vmerr+=("vm: the VM failed (rxe-vm exit code $vmrc$([ "$pairs" = 1 ] || echo ", RXE_VM_PAIRS=$pairs"))")
+done
 npass=0 nfail=0
 for s in "${specs[@]}"; do
     name=${s%:*}
@@ -63,7 +83,7 @@ for s in "${specs[@]}"; do
         nfail=$((nfail + 1))
     fi
 done
-[ "$vmrc" = 0 ] || echo "vm: the VM failed (rxe-vm exit code $vmrc)"
-echo "vm: VM run took $((SECONDS - t0))s, logs in $LOGS"
+for e in "${vmerr[@]}"; do echo "$e"; done
+echo "vm: VM run took $((SECONDS - t0))s$([ "$boots" -gt 1 ] && echo " ($boots VM boots)"), logs in $LOGS"
 echo "vm: $npass passed, $nfail failed"
-[ "$nfail" = 0 ] && [ "$vmrc" = 0 ]
+[ "$nfail" = 0 ] && [ ${#vmerr[@]} = 0 ]

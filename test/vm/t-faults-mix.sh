@@ -19,28 +19,28 @@
 #   corrupt  fewer datagrams arrived than were sent, in both directions, and usnic resent
 #   mix      netem dropped in both directions, usnic resent, duplicates dropped on both hosts
 # Bounds per run (launch included): 60 s (reorder, dup), 90 s (corrupt, mix); measured on a
-# 2-core host: 3-10 s, 14-25 s with corruption.
+# 2-core host: 3-8 s (reorder, dup), 5-25 s (corrupt, mix).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"
 mpi_build p2p
 mpi_build faultmix
-P2P="-s 0,1,722,723,4050,4051,16384,153544,153545,1048576 -W 262144"
+P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
 
 netem_roce_both delay 1ms reorder 25% 50%
-fault_run reorder reorder 60 1 "$WORK/reorder-p2p.out" p2p $P2P
+fault_run reorder reorder 60 1 "$WORK/reorder-p2p.out" p2p "${P2P[@]}"
 fault_run reorder reorder 60 3 "$WORK/reorder-mix.out" faultmix
 
 netem_roce_both duplicate 20%
-fault_run dup20% dup 60 1 "$WORK/dup-p2p.out" p2p $P2P
+fault_run dup20% dup 60 1 "$WORK/dup-p2p.out" p2p "${P2P[@]}"
 fault_run dup20% dup 60 3 "$WORK/dup-mix.out" faultmix
 
 netem_roce_both corrupt 10%
-fault_run corrupt10% corrupt 90 1 "$WORK/corrupt-p2p.out" p2p $P2P
+fault_run corrupt10% corrupt 90 1 "$WORK/corrupt-p2p.out" p2p "${P2P[@]}"
 fault_run corrupt10% corrupt 90 3 "$WORK/corrupt-mix.out" faultmix
 
 netem_roce_both loss 5% duplicate 5% delay 1ms reorder 25% 50%
-fault_run mix mix 90 1 "$WORK/mix-p2p.out" p2p $P2P
+fault_run mix mix 90 1 "$WORK/mix-p2p.out" p2p "${P2P[@]}"
 fault_run mix mix 90 3 "$WORK/mix-mix.out" faultmix
 
 netem_clear

@@ -1,0 +1,346 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * OSU-style MPI micro-benchmarks in one program, one output line per size:
+ *
+ *   lat   ping-pong between ranks 0 and 1: half the round-trip time
+ *   bw    streaming bandwidth 0 -> 1: a window of Isends, the receiver answers
+ *         each window with a 4-byte ack
+ *   bibw  bidirectional bandwidth: both ranks Irecv and Isend a window
+ *   mr    multi-pair message rate: rank i (i < P) streams windows to rank i + P
+ *         as in bw, all P = nprocs / 2 pairs at once; aggregate figures
+ *
+ * lat, bw and bibw use ranks 0 and 1 only (run them with -np 2, one rank per
+ * host); mr uses every rank (run it with P ranks per host).
+ *
+ * Iteration counts adapt to the speed of the transport, so that a suite also
+ * finishes on a slow emulated network: per size, one warm-up iteration is
+ * timed, more warm-up iterations follow within the warm-up budget (-W), and
+ * the measured iterations fill the measurement budget (-T), clamped to
+ * [-n, -N].  Rank 0 decides and broadcasts the counts.  The window shrinks
+ * for large messages so that a window holds at most -B bytes (at least one
+ * message).
+ *
+ * Output (rank 0), after '#' comment lines:
+ *   TEST SIZE ITERS WINDOW MEAN_US MEDIAN_US MIN_US MB/S MSG/S
+ * counting every message the job moved (lat: both directions, so MEAN_US is
+ * half a round trip; bibw: both directions; mr: all pairs).  MEAN_US is the
+ * measured time per message (1e6 / MSG/S), MEDIAN_US and MIN_US the median
+ * and the shortest iteration time per message; MB/S (10^6 B/s) and MSG/S are
+ * totals over the measured time.
+ *
+ * For instruction counts (bench/in-vm-bench.sh): the measured iterations run
+ * in measured_iteration() and -P N makes rank 0 finally run N idle progress
+ * passes in idle_progress(), so that callgrind can count either alone.
+ */
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { T_LAT, T_BW, T_BIBW, T_MR, T_COUNT };
+static const char *test_names[T_COUNT] = {"lat", "bw", "bibw", "mr"};
+
+#define TAG_DATA 10
+#define TAG_ACK 11
+#define TAG_IDLE 12
+#define MAX_SIZES 64
+
+static int rank, nprocs, pairs;
+static char *sbuf, *rbuf;
+static MPI_Request *reqs;
+static double budget = 0.5, warm_budget = 0.1;
+static long min_iters = 2, max_iters = 10000, max_warmup = 20;
+static size_t window_bytes = 4u << 20;
+static int max_window = 64;
+
+/* Window for a message size: at most max_window messages, at most window_bytes
+ * bytes, at least one message. */
+static int window_for(int test, size_t size)
+{
+    size_t w;
+
+    if (T_LAT == test) {
+        return 1;
+    }
+    w = size > 0 ? window_bytes / size : (size_t) max_window;
+    if (w > (size_t) max_window) {
+        w = max_window;
+    }
+    return w < 1 ? 1 : (int) w;
+}
+
+/* One iteration of TEST at SIZE with WINDOW messages.  Returns the number of
+ * messages the iteration moved (for the whole job), 0 if this rank sat out. */
+static long one_iteration(int test, size_t size, int window)
+{
+    int cnt = (int) size;
+    int peer;
+
+    switch (test) {
+    case T_LAT:
+        if (0 == rank) {
+            MPI_Send(sbuf, cnt, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, cnt, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (1 == rank) {
+            MPI_Recv(rbuf, cnt, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, cnt, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD);
+        } else {
+            return 0;
+        }
+        return 2;
+    case T_BW:
+    case T_MR:
+        if (T_BW == test && rank > 1) {
+            return 0;
+        }
+        if (T_BW == test ? 0 == rank : rank < pairs) {
+            peer = T_BW == test ? 1 : rank + pairs;
+            for (int i = 0; i < window; ++i) {
+                MPI_Isend(sbuf + (size_t) i * size, cnt, MPI_BYTE, peer, TAG_DATA,
+                          MPI_COMM_WORLD, &reqs[i]);
+            }
+            MPI_Waitall(window, reqs, MPI_STATUSES_IGNORE);
+            MPI_Recv(rbuf, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            peer = T_BW == test ? 0 : rank - pairs;
+            for (int i = 0; i < window; ++i) {
+                MPI_Irecv(rbuf + (size_t) i * size, cnt, MPI_BYTE, peer, TAG_DATA,
+                          MPI_COMM_WORLD, &reqs[i]);
+            }
+            MPI_Waitall(window, reqs, MPI_STATUSES_IGNORE);
+            MPI_Send(sbuf, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD);
+        }
+        return (long) window * (T_BW == test ? 1 : pairs);
+    case T_BIBW:
+        if (rank > 1) {
+            return 0;
+        }
+        peer = 1 - rank;
+        for (int i = 0; i < window; ++i) {
+            MPI_Irecv(rbuf + (size_t) i * size, cnt, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD,
+                      &reqs[i]);
+        }
+        for (int i = 0; i < window; ++i) {
+            MPI_Isend(sbuf + (size_t) i * size, cnt, MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD,
+                      &reqs[window + i]);
+        }
+        MPI_Waitall(2 * window, reqs, MPI_STATUSES_IGNORE);
+        return 2L * window;
+    }
+    return 0;
+}
+
+/* A measured (not warm-up) iteration.  Not inlined, so that
+ * valgrind --tool=callgrind --collect-atstart=no --toggle-collect=measured_iteration
+ * counts exactly the measured iterations (bench/in-vm-bench.sh). */
+__attribute__((noinline)) long measured_iteration(int test, size_t size, int window)
+{
+    return one_iteration(test, size, window);
+}
+
+/* N progress passes with nothing to receive (MPI_Iprobe runs the progress engine once
+ * when nothing matches): what a transport costs when it only polls. */
+__attribute__((noinline)) void idle_progress(long n)
+{
+    int flag;
+
+    for (long i = 0; i < n; ++i) {
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_IDLE, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+static long clamp_long(double v, long lo, long hi)
+{
+    if (v < lo) {
+        return lo;
+    }
+    return v > hi ? hi : (long) v;
+}
+
+static void run_size(int test, size_t size, double *times)
+{
+    int window = window_for(test, size);
+    long counts[2], msgs = 0;
+    double t, first, elapsed, med;
+
+    /* warm-up: one timed iteration decides how many more fit the warm-up budget */
+    MPI_Barrier(MPI_COMM_WORLD);
+    t = MPI_Wtime();
+    one_iteration(test, size, window);
+    first = MPI_Wtime() - t;
+    counts[0] = clamp_long(first > 0 ? warm_budget / first : max_warmup, 0, max_warmup - 1);
+    MPI_Bcast(counts, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    t = MPI_Wtime();
+    for (long i = 0; i < counts[0]; ++i) {
+        one_iteration(test, size, window);
+    }
+    t = counts[0] > 0 ? (MPI_Wtime() - t) / counts[0] : first;
+    counts[1] = clamp_long(t > 0 ? budget / t : max_iters, min_iters, max_iters);
+    MPI_Bcast(&counts[1], 1, MPI_LONG, 0, MPI_COMM_WORLD);
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    elapsed = MPI_Wtime();
+    for (long i = 0; i < counts[1]; ++i) {
+        t = MPI_Wtime();
+        msgs += measured_iteration(test, size, window);
+        times[i] = MPI_Wtime() - t;
+    }
+    elapsed = MPI_Wtime() - elapsed;
+    /* mr: every pair must be done, the slowest sender sets the time */
+    if (T_MR == test) {
+        double mine = elapsed;
+
+        MPI_Reduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    }
+    if (0 == rank) {
+        /* rank 0 takes part in every test: msgs counts the messages the whole job moved */
+        double per_iter = (double) msgs / counts[1];
+
+        qsort(times, counts[1], sizeof(double), cmp_double);
+        med = counts[1] % 2 ? times[counts[1] / 2]
+                            : (times[counts[1] / 2 - 1] + times[counts[1] / 2]) / 2;
+        printf("%-5s %8zu %7ld %5d %12.2f %12.2f %12.2f %12.3f %12.1f\n", test_names[test],
+               size, counts[1], window, elapsed / msgs * 1e6, med / per_iter * 1e6,
+               times[0] / per_iter * 1e6,
+               elapsed > 0 ? (double) size * msgs / elapsed / 1e6 : 0.0,
+               elapsed > 0 ? msgs / elapsed : 0.0);
+        fflush(stdout);
+    }
+}
+
+static void usage(const char *prog)
+{
+    if (0 == rank) {
+        fprintf(stderr,
+                "usage: %s [-t lat,bw,bibw,mr] [-s MIN] [-m MAX] [-S SIZE,SIZE,...]\n"
+                "       [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS]\n"
+                "       [-w MAX_WARMUP] [-x WINDOW] [-B WINDOW_BYTES] [-P IDLE_PASSES]\n"
+                "  sizes: powers of two from MIN (default 1) to MAX (default 4 MiB),\n"
+                "  or the -S list; -P: rank 0 finally calls MPI_Iprobe that many times\n",
+                prog);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[MAX_SIZES], min_size = 1, max_size = 4u << 20, bufsize = 4096;
+    int nsizes = 0, tests[T_COUNT] = {0}, ntests = 0, opt;
+    char *list = NULL, *tok, *save;
+    long idle_passes = 0;
+    double *times;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    pairs = nprocs / 2;
+    while ((opt = getopt(argc, argv, "t:s:m:S:T:W:n:N:w:x:B:P:")) != -1) {
+        switch (opt) {
+        case 't':
+            for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int k;
+
+                for (k = 0; k < T_COUNT && strcmp(tok, test_names[k]); ++k) {
+                }
+                if (k == T_COUNT || ntests == T_COUNT) {
+                    usage(argv[0]);
+                }
+                tests[ntests++] = k;
+            }
+            break;
+        case 's': min_size = strtoull(optarg, NULL, 0); break;
+        case 'm': max_size = strtoull(optarg, NULL, 0); break;
+        case 'S': list = optarg; break;
+        case 'T': budget = atof(optarg) / 1e3; break;
+        case 'W': warm_budget = atof(optarg) / 1e3; break;
+        case 'n': min_iters = atol(optarg); break;
+        case 'N': max_iters = atol(optarg); break;
+        case 'w': max_warmup = atol(optarg); break;
+        case 'x': max_window = atoi(optarg); break;
+        case 'B': window_bytes = strtoull(optarg, NULL, 0); break;
+        case 'P': idle_passes = atol(optarg); break;
+        default: usage(argv[0]);
+        }
+    }
+    if (min_iters < 1 || max_iters < min_iters || max_warmup < 1 ||
+        max_window < 1 || optind != argc) {
+        usage(argv[0]);
+    }
+    if (0 == ntests) {
+        tests[0] = T_LAT, tests[1] = T_BW, tests[2] = T_BIBW, ntests = 3;
+    }
+    if (list) {
+        for (tok = strtok_r(list, ",", &save); tok && nsizes < MAX_SIZES;
+             tok = strtok_r(NULL, ",", &save)) {
+            sizes[nsizes++] = strtoull(tok, NULL, 0);
+        }
+    } else {
+        for (size_t s = min_size; s <= max_size && nsizes < MAX_SIZES; s = s ? 2 * s : 1) {
+            sizes[nsizes++] = s;
+        }
+    }
+    if (nprocs < 2 || nprocs % 2 || 0 == nsizes) {
+        if (0 == rank) {
+            fprintf(stderr, "mpibench needs an even number of ranks (>= 2) and sizes\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int k = 0; k < ntests; ++k) {
+        for (int j = 0; j < nsizes; ++j) {
+            size_t need = sizes[j] * (size_t) window_for(tests[k], sizes[j]);
+
+            bufsize = need > bufsize ? need : bufsize;
+        }
+    }
+    if (posix_memalign((void **) &sbuf, 4096, bufsize) ||
+        posix_memalign((void **) &rbuf, 4096, bufsize) ||
+        !(reqs = malloc(2 * (size_t) max_window * sizeof(*reqs))) ||
+        !(times = malloc((size_t) max_iters * sizeof(*times)))) {
+        fprintf(stderr, "mpibench: out of memory (%zu bytes per buffer)\n", bufsize);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    memset(sbuf, 'a' + rank % 26, bufsize);
+    memset(rbuf, 0, bufsize);
+
+    if (0 == rank) {
+        printf("# mpibench: %d ranks, %d pair(s) for mr; budget %.0f ms/size, warm-up %.0f ms, "
+               "iterations %ld..%ld, window <= %d messages and <= %zu bytes\n",
+               nprocs, pairs, budget * 1e3, warm_budget * 1e3, min_iters, max_iters,
+               max_window, window_bytes);
+        printf("# %-3s %8s %7s %5s %12s %12s %12s %12s %12s\n", "test", "size", "iters", "win",
+               "mean_us", "median_us", "min_us", "MB/s", "msg/s");
+        fflush(stdout);
+    }
+    for (int k = 0; k < ntests; ++k) {
+        for (int j = 0; j < nsizes; ++j) {
+            run_size(tests[k], sizes[j], times);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (idle_passes > 0) {
+        if (0 == rank) {
+            idle_progress(idle_passes);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (0 == rank) {
+        printf("# mpibench: done\n");
+    }
+    free(times);
+    free(reqs);
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return 0;
+}

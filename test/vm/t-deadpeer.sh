@@ -1,0 +1,233 @@
+#!/bin/bash
+# vm-timeout: 360
+# Dead link / dead peer: a checked ping-pong between the hosts (progs/pingloop.c: 64 B to
+# 200 KB messages, always one in flight) and a network outage during it, with the usnic
+# connectivity checker on (its default: 41 pings 250 ms apart, a 10 s budget, at the first
+# contact with each peer):
+#   a) outage longer than the budget: 5 s into a 40 s job, every RoCE datagram (UDP port
+#      4791) is dropped in both directions for good, btl_usnic_peer_timeout 8. The job must
+#      abort with the "peer unreachable" message naming its host and device, the other host
+#      and its address, and the 8 s budget; no sooner than the budget, less than 40 s after
+#      the outage began; never hang, never succeed. The checker (done long before) must not
+#      report anything.
+#   b) outage shorter than the budget: the same with a 4 s outage and peer_timeout 20. The job
+#      must complete (every message verified, exit 0) within 70 s of its launch, its longest
+#      round trip must show the stall, and neither usnic nor the checker may report anything.
+#   c) outage at the first contact, shorter than both budgets: every UDP datagram (RoCE and
+#      the checker's pings) dropped from before the launch until 6 s after the processes run,
+#      peer_timeout 20: as b) (the stall shows in the first contact, pingloop's MPI_Allgather
+#      right after MPI_Init), and the checker must not give up.
+#   d) dead link from the start: every UDP datagram dropped for good from before the launch,
+#      peer_timeout 30 (the default): the job must abort within 40 s of its processes
+#      running, with a message naming the right peer: the checker's ("got no answer at all",
+#      within its 10 s budget) or the peer-unreachable one.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dp-lib.sh"
+# The netem qdiscs are put in place before each job and only changed (netem_change) while it
+# runs: grafting a qdisc under traffic makes rxe fail the QP (see netem_change in fault-lib.sh).
+. "$(dirname "$0")/fault-lib.sh"
+mpi_build pingloop
+
+# wait_ranks: until both pingloop processes run (at most 30 s)
+wait_ranks() {
+    for _ in $(seq 60); do
+        [ "$(pgrep -x pingloop | wc -l)" -ge 2 ] && return 0
+        sleep 0.5
+    done
+    dp_fail "pingloop did not start within 30 s"
+    return 1
+}
+
+# start_job OUT PEER_TIMEOUT SECONDS: pingloop in the background (JOB = mpirun's pid), one
+# rank per host, usnic statistics at finalize as in dp_run, killed after 120 s
+start_job() {
+    echo "== pingloop $3 s, btl_usnic_peer_timeout $2"
+    BTL=usnic,self mpirun_usnic -t 120 --mca btl_usnic_stats 1000000 \
+        --mca btl_usnic_peer_timeout "$2" "$WORK/pingloop" "$3" > "$1" 2>&1 &
+    JOB=$!
+}
+
+# elapsed T0: seconds since $EPOCHREALTIME was T0, one decimal
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+# lt X Y: X < Y (decimals)
+lt() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
+
+# no_message OUT LABEL: neither the checker nor the peer timeout reported anything
+no_message() {
+    if grep -q "connectivity checker" "$1"; then
+        dp_fail "$2: the connectivity checker reported a failure"
+    else
+        pass "$2: no connectivity checker message"
+    fi
+    if grep -q "retransmitting to a peer that has not" "$1"; then
+        dp_fail "$2: usnic declared a peer dead within its budget"
+    else
+        pass "$2: no peer-unreachable message"
+    fi
+}
+
+# check_reports OUT LABEL: every "Local host / Local device / Peer host / Peer address" block
+# (both messages have one) names its own host and device and the OTHER host with its address
+check_reports() {
+    local reports lh ld1 ld2 ph pa l p
+    reports=$(awk '
+        /^ *Local host:/ { lh = $3 }
+        /^ *Local device:/ { ld = $3 " " $4 }
+        /^ *Peer host:/ { ph = $3 }
+        /^ *Peer address:/ { pa = $3; sub(",$", "", pa); print lh, ld, ph, pa }' "$1")
+    echo "reports (local host, device, peer host, peer address):"
+    echo "${reports:-  (none)}"
+    [ -n "$reports" ] || dp_fail "$2: no message names the local host, device and the peer"
+    while read -r lh ld1 ld2 ph pa; do
+        [ -n "$lh" ] || continue
+        l=${lh#host} p=${ph#host}
+        if [[ $lh =~ ^host[AB]$ ]] && [[ $ph =~ ^host[AB]$ ]] && [ "$l" != "$p" ] &&
+           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "$(eval "echo \$RXEVM_IP_$p")/24" ]
+        then
+            pass "$2: $lh reports its device $ld1 $ld2 and the peer $ph at $pa"
+        else
+            dp_fail "$2: wrong report: local $lh device $ld1 $ld2, peer $ph at $pa"
+        fi
+    done <<< "$reports"
+}
+
+# aborted RC LABEL: the job aborted (not success, not a hang)
+aborted() {
+    if [ "$1" = 0 ]; then
+        dp_fail "$2: the job succeeded although the data path was dead"
+    elif [ "$1" = 124 ]; then
+        dp_fail "$2: the job hung: killed after 120 s"
+    else
+        pass "$2: the job aborted (exit code $1)"
+    fi
+}
+
+echo "=== a) outage longer than the budget: RoCE dropped for good 5 s into the job, peer_timeout 8"
+netem_roce_both loss 0%
+start_job "$WORK/a.out" 8 40
+wait_ranks
+sleep 5
+netem_change A loss 100%
+netem_change B loss 100%
+t0=$EPOCHREALTIME
+echo "== $(date +%T) RoCE outage begins (both directions)"
+wait $JOB; rc=$?
+t=$(elapsed "$t0")
+echo "== $(date +%T) mpirun exit code $rc, ${t}s after the outage began"
+read -r _ da <<< "$(netem_stats A)"; read -r _ db <<< "$(netem_stats B)"
+echo "== the RoCE netem dropped $da (hostA) and $db (hostB) datagrams"
+netem_clear
+cat "$WORK/a.out"
+aborted "$rc" "a)"
+if lt "$t" 40; then pass "a) ended ${t}s after the outage began (bound 40 s)"
+else dp_fail "a) ended ${t}s after the outage began (bound 40 s)"; fi
+if lt "$t" 8; then dp_fail "a) aborted ${t}s after the outage began: before the 8 s budget"
+else pass "a) not before the 8 s budget"; fi
+# (one host may have had nothing to send: the ping or the pong was in flight, not both)
+if [ $((da + db)) = 0 ]; then dp_fail "a) the outage dropped nothing"; fi
+if grep -q "^The usnic BTL has been retransmitting to a peer that has not" "$WORK/a.out" &&
+   grep -q "^acknowledged anything for too long" "$WORK/a.out"; then
+    pass "a) the peer-unreachable message was printed"
+else
+    dp_fail "a) no peer-unreachable message"
+fi
+if grep -Eq '^ *Timeout: +8 seconds$' "$WORK/a.out"; then
+    pass "a) the message gives the 8 s budget"
+else
+    dp_fail "a) the message does not give the 8 s budget"
+fi
+check_reports "$WORK/a.out" "a)"
+if grep -q "connectivity checker" "$WORK/a.out"; then
+    dp_fail "a) the connectivity checker reported a failure"
+else
+    pass "a) no connectivity checker message"
+fi
+
+# run_short LABEL WHEN: a 25 s job with peer_timeout 20 and an outage WHEN = "after5s" (5 s
+# after both ranks run, RoCE only, 4 s) or "atstart" (from before they run, all UDP, until
+# 6 s after they run)
+run_short() {
+    local label=$1 out=$WORK/$1.out t0 t dur longest ts=$SECONDS
+    if [ "$2" = atstart ]; then
+        netem_udp A loss 100%
+        netem_udp B loss 100%
+        echo "== $(date +%T) $label: all UDP dropped (both directions)"
+        start_job "$out" 20 25
+        wait_ranks
+        t0=$EPOCHREALTIME
+        dur=6
+    else
+        netem_roce_both loss 0%
+        start_job "$out" 20 25
+        wait_ranks
+        sleep 5
+        netem_change A loss 100%
+        netem_change B loss 100%
+        t0=$EPOCHREALTIME
+        echo "== $(date +%T) $label: RoCE dropped (both directions)"
+        dur=4
+    fi
+    sleep $dur
+    netem_change A loss 0%
+    netem_change B loss 0%
+    read -r _ da <<< "$(netem_stats A)"; read -r _ db <<< "$(netem_stats B)"
+    echo "== $(date +%T) $label: outage over after $(elapsed "$t0")s (since both ranks ran," \
+        "for atstart); dropped $da/$db datagrams"
+    wait $JOB; DP_RC=$?
+    cat "$out"
+    echo "== mpirun exit code $DP_RC"
+    netem_clear
+    dp_check pingloop 1 "$out"
+    t=$((SECONDS - ts))
+    if [ "$t" -lt 70 ]; then pass "$label: the 25 s job took ${t}s (bound 70 s)"
+    else dp_fail "$label: the 25 s job took ${t}s (bound 70 s)"; fi
+    if [ $((da + db)) = 0 ]; then dp_fail "$label: the outage dropped nothing"; fi
+    longest=$(sed -nE 's/^pingloop: .* longest ([0-9.]+) s .*/\1/p' "$out")
+    if [ -z "$longest" ]; then
+        dp_fail "$label: pingloop printed no longest round trip"
+    elif ! lt "$longest" $((dur - 1)); then
+        pass "$label: the outage stalled the ping-pong for ${longest}s"
+    elif [ "$2" = atstart ]; then
+        # the first contact (pingloop's MPI_Allgather right after MPI_Init) took the hit:
+        # pingloop's clock, which starts before it, ran that much longer than the 25 s loop
+        t=$(sed -nE 's/^pingloop: OK .* verified \(([0-9.]+) s\)$/\1/p' "$out")
+        if [ -n "$t" ] && ! lt "$t" $((25 + dur - 2)); then
+            pass "$label: the outage stalled the first contact: ${t}s for the 25 s loop"
+        else
+            dp_fail "$label: pingloop took ${t:-?}s for its 25 s loop, longest round trip" \
+                "${longest}s: the ${dur}s outage stalled nothing"
+        fi
+    else
+        dp_fail "$label: longest round trip ${longest}s: the ${dur}s outage did not stall it"
+    fi
+    no_message "$out" "$label"
+}
+
+echo "=== b) outage shorter than the budget: RoCE dropped for 4 s, peer_timeout 20"
+run_short b after5s
+echo "=== c) outage at the first contact: all UDP dropped until 6 s after start, peer_timeout 20"
+run_short c atstart
+
+echo "=== d) dead link from the start: all UDP dropped for good, peer_timeout 30"
+netem_udp A loss 100%
+netem_udp B loss 100%
+start_job "$WORK/d.out" 30 40
+wait_ranks
+t0=$EPOCHREALTIME
+wait $JOB; rc=$?
+t=$(elapsed "$t0")
+echo "== $(date +%T) mpirun exit code $rc, ${t}s after both ranks ran"
+netem_clear
+cat "$WORK/d.out"
+aborted "$rc" "d)"
+if lt "$t" 40; then pass "d) ended ${t}s after the ranks started (bound 40 s)"
+else dp_fail "d) ended ${t}s after the ranks started (bound 40 s)"; fi
+if grep -q "connectivity checker got no answer at all from a peer" "$WORK/d.out"; then
+    pass "d) the connectivity checker reported the dead link"
+elif grep -q "retransmitting to a peer that has not" "$WORK/d.out"; then
+    pass "d) the peer-unreachable message reported the dead link"
+else
+    dp_fail "d) neither the checker nor the peer timeout reported the dead link"
+fi
+check_reports "$WORK/d.out" "d)"
+dp_done
