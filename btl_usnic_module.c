@@ -44,10 +44,17 @@ static inline int module_index(const opal_btl_usnic_module_t *m)
 
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *peer)
 {
+    char info[128];
+
     module->dead = true;
+    /* The peer usually hits the same failure within a second.  Let both help
+     * messages reach mpirun before the abort below tears the job down. */
+    sleep(1);
+    snprintf(info, sizeof(info), "btl/usnic: %s: fatal error on %s, the job is aborted",
+             opal_process_info.nodename, module->dev_name);
     if (NULL != module->pml_error_callback) {
         module->pml_error_callback(&module->super, MCA_BTL_ERROR_FLAGS_FATAL,
-                                   NULL != peer ? peer : opal_proc_local_get(), "usnic");
+                                   NULL != peer ? peer : opal_proc_local_get(), info);
     }
     /* The PML normally aborts the job; if it did not, do not go on with a
      * transport that lost data. */

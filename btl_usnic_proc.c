@@ -188,7 +188,7 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
     int nm = usnic_component.num_modules, nr = (int) p->modex_count;
     bool local_left = usnic_component.my_hashed_name < p->hashed_name;
     opal_bp_graph_t *g = NULL;
-    int num_match = 0, *match = NULL, rc, idx;
+    int num_match = 0, *match = NULL, rc, idx, edges = 0;
     opal_reachable_t *routes = route_weights(p);
 
     for (int i = 0; i < nm; ++i) {
@@ -222,9 +222,12 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
                 }
                 return rc;
             }
+            ++edges;
         }
     }
-    rc = opal_bp_graph_solve_bipartite_assignment(g, &num_match, &match);
+    /* no edges: nothing to pair (the solver reports an empty graph as an error) */
+    rc = 0 == edges ? OPAL_SUCCESS
+                    : opal_bp_graph_solve_bipartite_assignment(g, &num_match, &match);
     if (OPAL_SUCCESS == rc) {
         for (int k = 0; k < num_match; ++k) {
             int a = match[2 * k], b = match[2 * k + 1];

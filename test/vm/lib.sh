@@ -25,7 +25,8 @@ mpi_build() {
 # mpirun on hostA, ranks on hostA and hostB (default 1 each), BTLs ${BTL:-usnic,self}, killed
 # after ${MPI_TIMEOUT:-120} s (exit code 124); returns mpirun's exit code.
 # pml ob1 is forced: only ob1 drives BTLs, so no other PML can carry the traffic instead.
-# The out-of-band (ORTE) traffic is pinned to the veth subnet.
+# The out-of-band (ORTE) traffic is pinned to the veth subnet. Ranks are not bound: each host
+# binds its first rank to core 0, which would put both hosts' ranks on the same vCPU.
 mpirun_usnic() {
     local n=1 t=${MPI_TIMEOUT:-120}
     while :; do
@@ -37,7 +38,7 @@ mpirun_usnic() {
     done
     onhost A timeout -k 5 "$t" mpirun --allow-run-as-root -np $((2 * n)) --host "hostA:$n,hostB:$n" \
         --mca plm_rsh_agent rxevm-rsh --mca oob_tcp_if_include "$RXEVM_NET.0/24" \
-        --mca pml ob1 --mca btl "${BTL:-usnic,self}" "$@"
+        --bind-to none --mca pml ob1 --mca btl "${BTL:-usnic,self}" "$@"
 }
 
 # need_pairs N: the test needs a VM with N veth pairs (RoCE devices per host); run.sh boots
