@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/run.sh [--quick] [--runs N] [--no-callgrind]: the benchmark suite in ONE boot of the
+# bench/run.sh [--quick] [--runs N] [--no-callgrind] [--out DIR]: the benchmark suite in ONE boot of the
 # rxe-vm VM: MPI micro-benchmarks (bench/mpibench.c: latency, streaming and bidirectional
 # bandwidth, multi-pair message rate) over usnic and over btl/tcp, and the raw verbs UD
 # baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 3).
@@ -12,6 +12,7 @@
 # --quick: a smoke run (5 sizes, 1 run, no callgrind) for CI: under a minute of VM time on
 # an idle 2-core host. The full suite (3 runs, callgrind) takes 5-6 minutes there, several
 # times that on a busy host. --no-callgrind skips the instruction counts (valgrind).
+# --out DIR: results go to DIR instead (bench/results/latest is left alone); CI's smoke run.
 # Exits non-zero if the VM, any benchmark or the report failed, or if any expected number
 # is missing.
 # Benchmarks the usnic component installed in Open MPI (make -C standalone install).
@@ -19,15 +20,16 @@
 # not overlap.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-mode=full runs=3 callgrind=1
+mode=full runs=3 callgrind=1 outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) mode=quick runs=1 callgrind=0 ;;
         --runs) runs=${2:?--runs needs a number}; shift ;;
         --no-callgrind) callgrind=0 ;;
         --callgrind) callgrind=1 ;;
+        --out) outdir=${2:?--out needs a directory}; shift ;;
         -h|--help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
-        *) echo "usage: bench/run.sh [--quick] [--runs N] [--no-callgrind|--callgrind]" >&2; exit 2 ;;
+        *) echo "usage: bench/run.sh [--quick] [--runs N] [--no-callgrind|--callgrind] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -48,8 +50,9 @@ component() {
 }
 ts=$(date -u +%Y%m%dT%H%M%SZ)
 out=$PWD/bench/results/$ts
+[ -n "$outdir" ] && out=$(mkdir -p "$outdir" && cd "$outdir" && pwd)
 mkdir -p "$out" || exit 2
-echo "run.sh: $mode suite, $runs run(s), results in bench/results/$ts"
+echo "run.sh: $mode suite, $runs run(s), results in $out"
 {
     echo "source: $(git log -1 --format='%h %cI' 2>/dev/null)" \
          "$(git status --porcelain -- 'btl_usnic*' 2>/dev/null | grep -q . && echo '(sources modified)')"
@@ -80,8 +83,8 @@ cat "$out/times.txt"
 
 bench/report.sh "$out"
 reprc=$?
-ln -sfn "$ts" bench/results/latest
-echo "run.sh: bench/results/$ts/results.md"
+[ -n "$outdir" ] || ln -sfn "$ts" bench/results/latest
+echo "run.sh: $out/results.md"
 [ -f "$out/latency.png" ] || { echo "run.sh: no latency.png" >&2; reprc=1; }
 [ -f "$out/bandwidth.png" ] || { echo "run.sh: no bandwidth.png" >&2; reprc=1; }
 if [ "$vmrc" != 0 ] || [ "$reprc" != 0 ]; then

@@ -7,6 +7,7 @@
 #   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
 #   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
 #   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
+#   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
 # "N passed, N failed" and exits non-zero if anything failed.
@@ -46,6 +47,7 @@ else
 fi
 step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step vm test/vm/run.sh
+step bench bench/run.sh --quick --out bench/results/smoke
 
 echo "=== summary"
 printf '%s\n' "${table[@]}"
