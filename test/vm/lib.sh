@@ -16,6 +16,36 @@ assert_grep() {
     fail "$3"
 }
 
+# USNIC_ASAN=1 (test/vm/asan-run.sh, which installs the component built with
+# `make -C standalone SANITIZE=address`): every MPI process started by mpirun_usnic (and
+# ompi_info) runs with libasan preloaded and LeakSanitizer on. Reports go to
+# test/vm/logs/asan/<test>/asan.<exe>.<pid> (the repo is shared read-write with the host,
+# where asan-run.sh reads them). Options: exitcode=0 so that Open MPI's own leaks at exit do
+# not change the exit code, abort_on_error=1 so that a real error still kills the process;
+# fast_unwind_on_malloc=0 because Open MPI is built without frame pointers (the fast unwinder
+# would stop at its first frame and hide who called malloc); a small quarantine because up to
+# 6 ranks share the VM's 2 GB. ASAN_X holds the matching `mpirun -x` arguments for tests that
+# start mpirun themselves. ASAN_SLOW multiplies mpirun_usnic's timeouts (default 3).
+ASAN_X=() ASAN_SLOW=1
+if [ "${USNIC_ASAN:-0}" = 1 ]; then
+    ASAN_LIB=$(readlink -f "$(gcc -print-file-name=libasan.so)")      # .../libasan.so.8.0.0
+    [ -f "${ASAN_LIB%/*}/libasan.so.8" ] && ASAN_LIB=${ASAN_LIB%/*}/libasan.so.8
+    [ -f "$ASAN_LIB" ] || { echo "lib.sh: USNIC_ASAN=1 but no libasan ($ASAN_LIB)" >&2; exit 2; }
+    ASAN_DIR=$REPO/test/vm/logs/asan/$(basename "$0" .sh)
+    mkdir -p "$ASAN_DIR" || exit 2
+    ASAN_OPTIONS="detect_leaks=1:log_path=$ASAN_DIR/asan:log_exe_name=1:exitcode=0:abort_on_error=1"
+    ASAN_OPTIONS+=":fast_unwind_on_malloc=0:malloc_context_size=30:quarantine_size_mb=16"
+    ASAN_OPTIONS+=":detect_odr_violation=0:allocator_may_return_null=1:print_suppressions=0:atexit=1"
+    ASAN_X=(-x "LD_PRELOAD=$ASAN_LIB" -x "ASAN_OPTIONS=$ASAN_OPTIONS")
+    ASAN_SLOW=${USNIC_ASAN_SLOW:-3}
+    # ompi_info loads the component too: a wrapper first in PATH preloads libasan for it
+    mkdir -p "$WORK/asan-bin" || exit 2
+    printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS=%s exec %s "$@"\n' "$ASAN_LIB" "$ASAN_OPTIONS" \
+        "$(command -v ompi_info)" > "$WORK/asan-bin/ompi_info"
+    chmod +x "$WORK/asan-bin/ompi_info"
+    PATH=$WORK/asan-bin:$PATH
+fi
+
 # mpi_build NAME: compile test/vm/progs/NAME.c with mpicc into $WORK/NAME
 mpi_build() {
     mpicc -O2 -Wall -o "$WORK/$1" "$REPO/test/vm/progs/$1.c" || fail "mpicc $1.c"
@@ -23,7 +53,8 @@ mpi_build() {
 
 # mpirun_usnic [-n RANKS_PER_HOST] [-t SECONDS] MPIRUN-ARGS... PROGRAM [ARGS...]
 # mpirun on hostA, ranks on hostA and hostB (default 1 each), BTLs ${BTL:-usnic,self}, killed
-# after ${MPI_TIMEOUT:-120} s (exit code 124); returns mpirun's exit code.
+# after ${MPI_TIMEOUT:-120} s (exit code 124; times ASAN_SLOW under USNIC_ASAN=1); returns
+# mpirun's exit code.
 # pml ob1 is forced: only ob1 drives BTLs, so no other PML can carry the traffic instead.
 # The out-of-band (ORTE) traffic is pinned to the veth subnet. Ranks are not bound: each host
 # binds its first rank to core 0, which would put both hosts' ranks on the same vCPU.
@@ -36,9 +67,9 @@ mpirun_usnic() {
             *) break ;;
         esac
     done
-    onhost A timeout -k 5 "$t" mpirun --allow-run-as-root -np $((2 * n)) --host "hostA:$n,hostB:$n" \
+    onhost A timeout -k 5 $((t * ASAN_SLOW)) mpirun --allow-run-as-root -np $((2 * n)) --host "hostA:$n,hostB:$n" \
         --mca plm_rsh_agent rxevm-rsh --mca oob_tcp_if_include "$RXEVM_NET.0/24" \
-        --bind-to none --mca pml ob1 --mca btl "${BTL:-usnic,self}" "$@"
+        --bind-to none --mca pml ob1 --mca btl "${BTL:-usnic,self}" "${ASAN_X[@]}" "$@"
 }
 
 # need_pairs N: the test needs a VM with N veth pairs (RoCE devices per host); run.sh boots

@@ -8,6 +8,9 @@
 # A test that needs two RoCE devices per host has the header line `# vm-pairs: 2` (default 1):
 # such tests run in a second VM, booted with RXE_VM_PAIRS=2 (a second veth pair with rxeA2 and
 # rxeB2) after the one-pair VM; the others always run with RXE_VM_PAIRS=1.
+# USNIC_ASAN=1 (set by test/vm/asan-run.sh) is passed into the guest, where lib.sh runs the MPI
+# processes under AddressSanitizer; the test timeouts are then multiplied by USNIC_ASAN_SLOW
+# (default 3).
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
@@ -41,13 +44,20 @@ if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest N
 fi
 
 [ $# -gt 0 ] || set -- "$VM"/t-*.sh
+# rxe-vm does not pass the environment into the guest: hand it what the tests need
+guestenv=() slow=1
+if [ "${USNIC_ASAN:-0}" = 1 ]; then
+    slow=${USNIC_ASAN_SLOW:-3}
+    guestenv=(env USNIC_ASAN=1 USNIC_ASAN_SLOW="$slow")
+fi
 specs=() group1=() group2=() sum1=0 sum2=0
 for t; do
     name=${t##*/}; name=${name%.sh}
     [ -f "$VM/$name.sh" ] || { echo "run.sh: no such test: $VM/$name.sh" >&2; exit 2; }
     to=$(sed -n 's/^# vm-timeout: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
     pairs=$(sed -n 's/^# vm-pairs: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
-    specs+=("$name:${to:=300}")
+    to=$((${to:-300} * slow))
+    specs+=("$name:$to")
     case ${pairs:=1} in              # + 10: timeout's -k grace
         1) group1+=("$name:$to"); sum1=$((sum1 + to + 10)) ;;
         2) group2+=("$name:$to"); sum2=$((sum2 + to + 10)) ;;
@@ -70,7 +80,7 @@ for pairs in 1 2; do             # one VM per topology that a requested test nee
         tee -a "$LOGS/run.log"
     boots=$((boots + 1))
     RXE_VM_PAIRS=$pairs RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$((sum + 180))} \
-        tools/rxe-vm/rxe-vm test/vm/run.sh --in-guest "${group[@]}" | tee -a "$LOGS/run.log"
+        tools/rxe-vm/rxe-vm "${guestenv[@]}" test/vm/run.sh --in-guest "${group[@]}" | tee -a "$LOGS/run.log"
     vmrc=${PIPESTATUS[0]}
     [ "$vmrc" = 0 ] || vmerr+=("vm: the VM failed (rxe-vm exit code $vmrc$([ "$pairs" = 1 ] || echo ", RXE_VM_PAIRS=$pairs"))")
 done

@@ -1,0 +1,155 @@
+#!/bin/bash
+# test/vm/asan-run.sh [t-NAME...]: the VM integration tests under AddressSanitizer +
+# LeakSanitizer (default: t-bringup t-p2p t-dtypes t-flood t-coll t-osc t-faults t-stats).
+#
+#   1. takes the VM lock /tmp/usnic-vm.lock (flock; waits while another run holds it: the
+#      VM uses the component installed on the host, so nobody else may run VM tests while the
+#      ASan build is installed). USNIC_VM_LOCKED=1 skips this when the caller holds it already
+#      (e.g. `flock /tmp/usnic-vm.lock test/vm/asan-run.sh`);
+#   2. builds and installs the ASan component (make -C standalone SANITIZE=address install);
+#   3. runs test/vm/run.sh with USNIC_ASAN=1: lib.sh preloads libasan into every MPI process
+#      (and ompi_info), which write their reports to test/vm/logs/asan/<test>/asan.<exe>.<pid>;
+#   4. reinstalls the normal build (make -C standalone install), also on failure or ^C; if that
+#      build fails, the component that was installed before is put back;
+#   5. analyses every report: an ASan error (heap-buffer-overflow, use-after-free, SEGV, ...)
+#      with a frame in mca_btl_usnic, or a leak (Direct/Indirect leak block) with a frame in
+#      mca_btl_usnic, is ours. Leaks without such a frame are Open MPI's own (it leaks plenty at
+#      MPI_Finalize) and only counted. Ours are printed in full.
+# Ends with `asan: N passed, N failed` (the VM tests) and a summary; exits non-zero if a test
+# failed or if anything of ours was reported. USNIC_ASAN_SLOW (default 3) multiplies timeouts.
+set -u
+VM=$(cd "$(dirname "$0")" && pwd)
+REPO=${VM%/test/vm}
+ALOGS=$VM/logs/asan
+cd "$REPO" || exit 2
+[ $# -gt 0 ] || set -- t-bringup t-p2p t-dtypes t-flood t-coll t-osc t-faults t-stats
+t0=$SECONDS
+
+if [ "${USNIC_VM_LOCKED:-0}" != 1 ]; then
+    exec 9>/tmp/usnic-vm.lock || exit 2
+    if ! flock -n 9; then
+        echo "asan-run: waiting for the VM lock /tmp/usnic-vm.lock (another VM run holds it)"
+        flock 9 || exit 2
+        echo "asan-run: got the VM lock after $((SECONDS - t0))s"
+    fi
+fi
+
+OMPI_PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
+SAVED=$(mktemp -d /tmp/usnic-asan-saved.XXXXXX) || exit 2
+cp -p "$OMPI_PKGLIBDIR/mca_btl_usnic.so" "$SAVED/" 2>/dev/null
+restore() {
+    echo "asan-run: reinstalling the normal build (make -C standalone install)"
+    if ! make -s -C standalone install > "$ALOGS/reinstall.log" 2>&1; then
+        cat "$ALOGS/reinstall.log"
+        if [ -f "$SAVED/mca_btl_usnic.so" ]; then
+            echo "asan-run: the normal build failed; putting back the component installed before"
+            install -m 0644 "$SAVED/mca_btl_usnic.so" "$OMPI_PKGLIBDIR/mca_btl_usnic.so"
+        else
+            echo "asan-run: WARNING: the ASan component is still installed in $OMPI_PKGLIBDIR"
+        fi
+    fi
+    rm -rf "$SAVED"
+}
+rm -rf "$ALOGS"
+mkdir -p "$ALOGS" || exit 2
+trap 'restore; trap - EXIT; exit 130' INT TERM
+trap restore EXIT
+
+echo "asan-run: make -C standalone SANITIZE=address install"
+if ! make -s -C standalone SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
+    cat "$ALOGS/build.log"
+    echo "asan-run: the ASan build failed"
+    exit 2
+fi
+tvm=$SECONDS
+USNIC_ASAN=1 "$VM/run.sh" "$@" | tee "$ALOGS/run.out"
+vmrc=${PIPESTATUS[0]}
+tvm=$((SECONDS - tvm))
+restore
+trap - EXIT INT TERM
+[ -n "${USNIC_VM_LOCKED:-}" ] || exec 9>&-          # release the VM lock
+
+npass=$(grep -c '^PASS ' "$ALOGS/run.out")
+nfail=$(grep -Ec '^FAIL .*\(' "$ALOGS/run.out")
+python3 - "$ALOGS" "$npass" "$nfail" "$vmrc" "$tvm" "$((SECONDS - t0))" <<'EOF'
+import os, re, sys
+alogs, npass, nfail, vmrc, tvm, ttot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+OURS = re.compile(r'mca_btl_usnic|btl_usnic_')
+FRAME = re.compile(r'^\s*#\d+ ')
+LEAK = re.compile(r'^(Direct|Indirect) leak of (\d+) byte\(s\) in (\d+) object\(s\)')
+files = []
+for d, _, names in os.walk(alogs):
+    files += [os.path.join(d, n) for n in sorted(names) if re.match(r'asan\..*\.\d+$', n)]
+procs = len(files)
+our_err, other_err, our_leaks, other_leaks, nolsan, exited = [], [], [], [], [], set()
+ob = oo = xb = xo = 0
+for f in sorted(files):
+    test = os.path.relpath(f, alogs).split(os.sep)[0]
+    lines = open(f, errors='replace').read().splitlines()
+    i = 0
+    while i < len(lines):
+        l = lines[i]
+        m = LEAK.match(l)
+        if m:                                   # one leak block: up to the blank line
+            j = i + 1
+            while j < len(lines) and lines[j].strip():
+                j += 1
+            block = lines[i:j]
+            frames = [x for x in block if FRAME.match(x)]
+            b, o = int(m.group(2)), int(m.group(3))
+            if any(OURS.search(x) for x in frames):
+                our_leaks.append((test, f, block)); ob += b; oo += o
+            else:
+                other_leaks.append((test, f, block)); xb += b; xo += o
+            i = j
+            continue
+        if 'ERROR: AddressSanitizer' in l or 'AddressSanitizer:DEADLYSIGNAL' in l or \
+           'LeakSanitizer has encountered a fatal error' in l:
+            j = i + 1                           # the whole report, up to its SUMMARY line
+            while j < len(lines) and not lines[j].startswith('SUMMARY:') and \
+                  'LeakSanitizer has encountered' not in lines[i]:
+                j += 1
+            block = lines[i:j + 1]
+            if 'LeakSanitizer has encountered' in l:
+                nolsan.append((test, f, block))
+            elif any(OURS.search(x) for x in block if FRAME.match(x)):
+                our_err.append((test, f, block))
+            else:
+                other_err.append((test, f, block))
+            i = j + 1
+            continue
+        if l.startswith('Stats: ') and 'malloced' in l:   # atexit=1: the process exited
+            exited.add(f)
+        i += 1
+
+def show(title, items, limit):
+    if not items:
+        return
+    print('asan: --- %s (%d) ---' % (title, len(items)))
+    for test, f, block in items[:limit]:
+        print('asan: [%s] %s' % (test, os.path.relpath(f, alogs)))
+        for x in block:
+            print('    ' + x)
+    if len(items) > limit:
+        print('asan: ... %d more, see %s' % (len(items) - limit, alogs))
+show('errors with a frame in mca_btl_usnic', our_err, 50)
+show('leaks with a frame in mca_btl_usnic', our_leaks, 50)
+show('errors without a frame in mca_btl_usnic (Open MPI or elsewhere)', other_err, 10)
+per = {}
+for f in files:
+    t = os.path.relpath(f, alogs).split(os.sep)[0]
+    per[t] = per.get(t, 0) + 1
+print('asan: processes analysed: %d, %d of them reached exit (%s)' % (procs, len(exited), ', '.join('%s %d' % kv for kv in sorted(per.items()))))
+if nolsan:
+    show('processes whose leak check failed', nolsan, 5)
+print('asan: our errors: %d; errors elsewhere: %d' % (len(our_err), len(other_err)))
+print('asan: our leaks: %d bytes in %d objects (%d reports)' % (ob, oo, len(our_leaks)))
+print('asan: others\' leaks (Open MPI etc., not failures): %d bytes in %d objects (%d reports)' % (xb, xo, len(other_leaks)))
+print('asan: VM run %ss, total %ss, logs in %s' % (tvm, ttot, alogs))
+bad = len(our_err) + len(our_leaks)
+print('asan: %d passed, %d failed%s' % (npass, nfail, '' if vmrc == 0 else ' (run.sh exit code %d)' % vmrc))
+if procs == 0:
+    print('asan: FAIL: no ASan report files at all (were the processes run with libasan?)')
+print('asan: %s' % ('CLEAN: nothing of ours reported' if bad == 0 and procs > 0 else 'FAIL: %d error(s) and %d leak report(s) of ours' % (len(our_err), len(our_leaks))))
+sys.exit(1 if bad or procs == 0 or nfail or vmrc else 0)
+EOF
