@@ -163,10 +163,15 @@ static inline double opal_btl_usnic_now_us(void)
 /* Upper bound of the adaptive retransmit timeout. */
 #define USNIC_MAX_RTO_US 1000000
 
-/* Largest window: how many segments may be unacknowledged per peer (the
- * receive bitmap and sent-segment table have this many slots). */
+/* Receive window: how far ahead of the next expected sequence a segment
+ * is accepted (one bit each).  Bounds any peer's send window. */
 #define USNIC_WINDOW_SIZE 4096
-/* Smallest window, however many peers share a receiver. */
+/* Largest send window.  256 segments of an MTU keep more than a
+ * bandwidth-delay product in flight on a LAN; more only lengthens queues in
+ * the peer's receive ring (and the retransmits when it overflows) and costs
+ * a retransmit hotel room per segment. */
+#define USNIC_TX_WINDOW_MAX 256
+/* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64
 
 /* Register all MCA parameters; defined in btl_usnic_mca.c. */

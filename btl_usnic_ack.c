@@ -39,7 +39,9 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         /* The peer still misses ack+1: resend it now rather than at the
          * timeout, but only once per hole. */
         uint16_t lost = (uint16_t)(ack + 1);
-        opal_btl_usnic_send_seg_t *seg = ep->sent_segs[lost & (USNIC_WINDOW_SIZE - 1)];
+        /* (nothing in flight: maybe nothing ever sent, and no table yet) */
+        opal_btl_usnic_send_seg_t *seg =
+            0 != usnic_tx_window_inflight(&ep->tx) ? ep->sent_segs[lost & ep->tx_mask] : NULL;
 
         ++module->stats.num_dup_acks;
         if (NULL != seg && seg->hotel_room >= 0 && ep->dup_ack_count++ == 0) {
@@ -55,7 +57,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     }
 
     for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
-        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & (USNIC_WINDOW_SIZE - 1)];
+        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
 
         *slot = NULL;

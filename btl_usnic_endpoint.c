@@ -32,6 +32,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
     ep->hotel_ready = false;
     ep->sent_segs = NULL;
+    ep->tx_mask = 0;
+    ep->mem_bytes = 0;
     ep->rx_bits = NULL;
     ep->rx_frags = NULL;
     ep->next_frag_id = 1;
@@ -43,8 +45,21 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->failed = false;
 }
 
+/* Count memory held by endpoints in the module's statistics. */
+static void account(opal_btl_usnic_endpoint_t *ep, size_t bytes)
+{
+    ep->mem_bytes += bytes;
+    ep->module->stats.endpoint_bytes += bytes;
+}
+
 static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
 {
+    if (NULL != ep->module) {
+        ep->module->stats.endpoint_bytes -= ep->mem_bytes;
+        if (NULL != ep->rx_bits) {
+            --ep->module->stats.endpoints;
+        }
+    }
     if (NULL != ep->rx_frags) {
         for (int i = 0; i < USNIC_RX_FRAG_SLOTS; ++i) {
             if (0 != ep->rx_frags[i].frag_id && 0 == ep->rx_frags[i].put_addr) {
@@ -71,42 +86,67 @@ OBJ_CLASS_INSTANCE(opal_btl_usnic_endpoint_t, opal_object_t, endpoint_construct,
 int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_module_t *module,
                                   const usnic_modex_addr_t *remote)
 {
-    int rc;
-
     ep->module = module;
     ep->remote = *remote;
     ep->send_credits = module->channels[USNIC_DATA_CHANNEL].sd_num;
-    ep->sent_segs = calloc(USNIC_WINDOW_SIZE, sizeof(*ep->sent_segs));
     ep->rx_bits = calloc(USNIC_WINDOW_SIZE / 64, sizeof(uint64_t));
-    if (NULL == ep->sent_segs || NULL == ep->rx_bits) {
+    if (NULL == ep->rx_bits) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    usnic_tx_window_init(&ep->tx, module->isn, USNIC_WINDOW_SIZE);
+    ++module->stats.endpoints;
+    account(ep, sizeof(*ep) + USNIC_WINDOW_SIZE / 8);
+    usnic_tx_window_init(&ep->tx, module->isn, USNIC_TX_WINDOW_MAX);
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
-    rc = opal_hotel_init(&ep->hotel, USNIC_WINDOW_SIZE, opal_sync_event_base,
-                         (uint32_t) usnic_component.retrans_timeout, 0,
-                         opal_btl_usnic_hotel_evict);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-    ep->hotel_ready = true;
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
     ep->last_ack_time = usnic_component.coarse_time;
     return OPAL_SUCCESS;
 }
 
+int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
+{
+    uint32_t slots = USNIC_MIN_WINDOW_SIZE;
+    int rc;
+
+    /* Room for the window as sized now; later resizing only shrinks it. */
+    while (slots < ep->tx.size) {
+        slots *= 2;
+    }
+    ep->sent_segs = calloc(slots, sizeof(*ep->sent_segs));
+    if (NULL == ep->sent_segs) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    rc = opal_hotel_init(&ep->hotel, (int) slots, opal_sync_event_base,
+                         (uint32_t) usnic_component.retrans_timeout, 0,
+                         opal_btl_usnic_hotel_evict);
+    if (OPAL_SUCCESS != rc) {
+        free(ep->sent_segs);
+        ep->sent_segs = NULL;
+        return rc;
+    }
+    ep->tx_mask = slots - 1;
+    ep->hotel_ready = true;
+    opal_btl_usnic_endpoint_apply_rto(ep);
+    account(ep, slots * (sizeof(*ep->sent_segs) + sizeof(opal_hotel_room_t) +
+                         sizeof(opal_hotel_room_eviction_callback_arg_t) + sizeof(int)));
+    return OPAL_SUCCESS;
+}
+
 void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers)
 {
-    uint32_t size = USNIC_WINDOW_SIZE;
+    uint32_t size = USNIC_TX_WINDOW_MAX;
 
     if (ep->remote.rcv_depth > 0 && npeers > 0) {
         size = (uint32_t)(ep->remote.rcv_depth / npeers);
         if (size < USNIC_MIN_WINDOW_SIZE) {
             size = USNIC_MIN_WINDOW_SIZE;
-        } else if (size > USNIC_WINDOW_SIZE) {
-            size = USNIC_WINDOW_SIZE;
+        } else if (size > USNIC_TX_WINDOW_MAX) {
+            size = USNIC_TX_WINDOW_MAX;
         }
+    }
+    /* Tables already allocated bound the window. */
+    if (ep->hotel_ready && size > ep->tx_mask + 1) {
+        size = ep->tx_mask + 1;
     }
     ep->tx.size = size;
 }

@@ -48,13 +48,15 @@ typedef struct mca_btl_base_endpoint_t {
     bool on_sends_list;
     bool on_acks_list;
 
-    /* sending */
+    /* sending; sent_segs and the hotel exist from the first send on */
     opal_list_t send_queue;             /* frags waiting for the wire */
     int send_credits;
     usnic_tx_window_t tx;
-    opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence mod window */
+    opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
+    uint32_t tx_mask;                   /* slots in sent_segs and hotel rooms, minus 1 */
     opal_hotel_t hotel;
     bool hotel_ready;
+    size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */
     uint32_t next_frag_id;
     int active_large_frags;
     double last_ack_time;               /* when the window last moved (coarse clock) */
@@ -82,6 +84,15 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep,
                                   struct opal_btl_usnic_module_t *module,
                                   const usnic_modex_addr_t *remote);
+
+/* Allocate the send-side tables on the first send (many peers are never
+ * sent to).  OPAL_ERR_OUT_OF_RESOURCE if memory is short. */
+int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep);
+
+static inline int opal_btl_usnic_endpoint_tx_ready(opal_btl_usnic_endpoint_t *ep)
+{
+    return OPAL_LIKELY(ep->hotel_ready) ? OPAL_SUCCESS : opal_btl_usnic_endpoint_tx_alloc(ep);
+}
 
 /* Make new hotel check-ins use the endpoint's current timeout (the hotel
  * reads its timeout at every check-in). */

@@ -117,6 +117,10 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     opal_btl_usnic_send_frag_t *frag;
     bool small = size <= module->max_frag_payload;
 
+    /* Every send starts here: the first one to a peer sets up its tables. */
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
+        return NULL;
+    }
     frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(small ? &module->small_send_frags
                                                                    : &module->large_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {

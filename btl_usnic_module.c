@@ -137,6 +137,7 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     int mi = module_index(module);
     opal_btl_usnic_endpoint_t **fresh = calloc(nprocs ? nprocs : 1, sizeof(*fresh));
+    double t0 = opal_btl_usnic_now_us();
     int rc = OPAL_SUCCESS;
 
     if (NULL == fresh) {
@@ -235,6 +236,7 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
     if (OPAL_SUCCESS == rc) {
         opal_btl_usnic_write_connectivity_map();
     }
+    module->stats.add_procs_usec += (uint64_t)(opal_btl_usnic_now_us() - t0);
     return rc;
 }
 

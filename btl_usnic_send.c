@@ -79,7 +79,7 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         ep->rtt_seq = seq;
         ep->rtt_start_us = opal_btl_usnic_now_us();
     }
-    ep->sent_segs[seq & (USNIC_WINDOW_SIZE - 1)] = seg;
+    ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
     post_or_die(module, ep, seg, channel);
     /* The window guarantees a free room. */
@@ -309,6 +309,14 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
             usnic_container_of(opal_list_get_first(&module->endpoints_with_sends),
                                opal_btl_usnic_endpoint_t, sends_li);
 
+        /* A PML callback run from this loop may have sent on the endpoint
+         * since it was listed: its window or queue may be used up. */
+        if (OPAL_UNLIKELY(!usnic_tx_window_open(&ep->tx) || ep->send_credits <= 0 ||
+                          opal_list_is_empty(&ep->send_queue))) {
+            opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
+            ep->on_sends_list = false;
+            continue;
+        }
         send_from_queue(module, ep);
         if (!ep->on_sends_list) {
             continue;

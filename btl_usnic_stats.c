@@ -36,12 +36,14 @@ void opal_btl_usnic_stats_print(opal_btl_usnic_module_t *module, const char *pre
 #undef USNIC_STATS_PRINT
     if (n > 0 && (size_t) n < sizeof(line)) {
         snprintf(line + n, sizeof(line) - n, " max_sent_window_size=%" PRIu64
-                 " max_rcvd_window_size=%" PRIu64, s->max_sent_window_size,
-                 s->max_rcvd_window_size);
+                 " max_rcvd_window_size=%" PRIu64 " endpoints=%" PRIu64
+                 " endpoint_bytes=%" PRIu64 " add_procs_usec=%" PRIu64,
+                 s->max_sent_window_size, s->max_rcvd_window_size, s->endpoints,
+                 s->endpoint_bytes, s->add_procs_usec);
     }
     opal_output(0, "%s", line);
     if (usnic_component.stats_relative) {
-        memset(s, 0, sizeof(*s));
+        memset(s, 0, offsetof(opal_btl_usnic_stats_t, endpoints));
     }
 }
 
@@ -100,4 +102,11 @@ void opal_btl_usnic_stats_register_pvars(void)
     register_pvar("max_rcvd_window_size", "Deepest out-of-order receive window seen",
                   MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
                   offsetof(opal_btl_usnic_stats_t, max_rcvd_window_size));
+    register_pvar("endpoints", "Peers this device has an endpoint for",
+                  MCA_BASE_PVAR_CLASS_LEVEL, offsetof(opal_btl_usnic_stats_t, endpoints));
+    register_pvar("endpoint_bytes", "Memory held by this device's endpoints (bytes)",
+                  MCA_BASE_PVAR_CLASS_SIZE, offsetof(opal_btl_usnic_stats_t, endpoint_bytes));
+    register_pvar("add_procs_usec", "Time spent adding peers (add_procs), microseconds",
+                  MCA_BASE_PVAR_CLASS_AGGREGATE,
+                  offsetof(opal_btl_usnic_stats_t, add_procs_usec));
 }

@@ -47,6 +47,10 @@ typedef struct {
 #undef USNIC_STATS_FIELD
     uint64_t max_sent_window_size;
     uint64_t max_rcvd_window_size;
+    /* state, never reset by relative reports */
+    uint64_t endpoints;                 /* endpoints now */
+    uint64_t endpoint_bytes;            /* memory they hold now */
+    uint64_t add_procs_usec;            /* time spent in add_procs, in total */
 } opal_btl_usnic_stats_t;
 
 struct opal_btl_usnic_module_t;

@@ -1124,7 +1124,7 @@ const char *world_check_idle(world_t *w)
                      ep->rx_frags[i].frag_id);
             }
         }
-        for (uint32_t i = 0; i < USNIC_WINDOW_SIZE; ++i) {
+        for (uint32_t i = 0; NULL != ep->sent_segs && i <= ep->tx_mask; ++i) {
             if (NULL != ep->sent_segs[i]) {
                 FAIL("side %c: window slot %u still holds a segment", 'A' + s, i);
             }

@@ -11,6 +11,8 @@
 
 #include "opal_config.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -659,7 +661,8 @@ USNIC_TEST(engine_sequence_wraparound)
     return 0;
 }
 
-/* More than a window of segments: the sender stops at 4096 unacknowledged
+/* More than a window of segments: the sender stops at a full window
+ * (USNIC_TX_WINDOW_MAX unacknowledged)
  * and goes on as ACKs come back. */
 USNIC_TEST(engine_window_full)
 {
@@ -673,18 +676,18 @@ USNIC_TEST(engine_window_full)
         check(NULL != world_send(w, SIDE_A, 64 + (size_t) i % 1000, (send_method_t) (i % 3)));
     }
     check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
-    check_int_eq(fake_wire_count(), USNIC_WINDOW_SIZE);
-    check_int_eq(usnic_tx_window_inflight(&ep->tx), USNIC_WINDOW_SIZE);
+    check_int_eq(fake_wire_count(), USNIC_TX_WINDOW_MAX);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), USNIC_TX_WINDOW_MAX);
     check(!usnic_tx_window_open(&ep->tx));
-    check_int_eq(opal_list_get_size(&ep->send_queue), 5000 - USNIC_WINDOW_SIZE);
+    check_int_eq(opal_list_get_size(&ep->send_queue), 5000 - USNIC_TX_WINDOW_MAX);
     check(!ep->on_sends_list);
-    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_WINDOW_SIZE);
+    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_TX_WINDOW_MAX);
 
     w->paused = false;
     check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
     check_all_delivered(w);
     check_ok(world_verify_counters(w));
-    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_WINDOW_SIZE);
+    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_TX_WINDOW_MAX);
     check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 5000);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     world_fini(w);
@@ -1740,6 +1743,66 @@ USNIC_TEST(engine_mixed_send_limits)
     check(NULL != world_send(w, SIDE_B, 25 * 1024, SEND_PREPARE));
     check_int_eq(world_run(w, 2000, true), WORLD_QUIET);
     check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* Send-side tables appear with the first send, sized to the window; a peer
+ * only ever received from costs the endpoint and its receive bitmap.  An
+ * ACK (even a duplicate of "nothing") before any send changes nothing. */
+USNIC_TEST(engine_lazy_send_tables)
+{
+    world_t *w = world_new(700, 900);
+    opal_btl_usnic_endpoint_t *a, *b;
+    uint64_t recv_only, sender;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    b = w->ep[SIDE_B];
+    check(!a->hotel_ready && NULL == a->sent_segs);
+    check_int_eq(STATS(w, SIDE_A)->endpoints, 1);
+    inject_ack(w, SIDE_A, 699);                 /* "duplicate" of the initial state */
+    inject_ack(w, SIDE_A, 700);                 /* never sent */
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_bogus_acks, 1);
+    check(NULL == a->sent_segs);
+
+    /* B shares its receiver with 8 peers: a 128-segment window */
+    b->remote.rcv_depth = 1024;
+    opal_btl_usnic_endpoint_size_window(b, 8);
+    check_int_eq(b->tx.size, 128);
+    for (int i = 0; i < 10; ++i) {
+        check(NULL != world_send(w, SIDE_B, 100, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check(b->hotel_ready && NULL != b->sent_segs);
+    check_int_eq(b->tx_mask, 127);
+    check(NULL == a->sent_segs);                /* A only received and ACKed */
+    /* fewer peers later: the window grows no larger than its tables */
+    opal_btl_usnic_endpoint_size_window(b, 1);
+    check_int_eq(b->tx.size, 128);
+
+    recv_only = STATS(w, SIDE_A)->endpoint_bytes;
+    sender = STATS(w, SIDE_B)->endpoint_bytes;
+    check(recv_only == a->mem_bytes && sender == b->mem_bytes);
+    check(recv_only < 4096);
+    check(sender > recv_only && sender <= 64 * 1024);
+    /* a full-size window stays within the 64 KiB per peer budget too */
+    check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(a->tx_mask + 1, USNIC_TX_WINDOW_MAX);
+    check(STATS(w, SIDE_A)->endpoint_bytes <= 64 * 1024);
+    printf("endpoint memory: %" PRIu64 " B receive-only, %" PRIu64 " B with a %u-segment "
+           "window, %" PRIu64 " B with a %u-segment window\n", recv_only, sender,
+           b->tx_mask + 1, STATS(w, SIDE_A)->endpoint_bytes, a->tx_mask + 1);
+    check_ok(world_check_idle(w));
+    /* releasing the endpoints returns every byte counted */
+    world_del_procs(w, SIDE_A);
+    world_del_procs(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_A)->endpoint_bytes, 0);
+    check_int_eq(STATS(w, SIDE_B)->endpoints, 0);
     world_fini(w);
     return 0;
 }
