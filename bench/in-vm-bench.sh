@@ -15,11 +15,12 @@ mkdir -p "$out/raw" || exit 2
 
 pow2() { local s=$1; while [ "$s" -le "$2" ]; do printf '%s ' "$s"; s=$((s * 2)); done; }
 if [ "$mode" = quick ]; then
-    SIZES="1 64 4096 65536 1048576" MR_SIZES="1 4096" RAW_SIZES="1 64 4096"
+    SIZES="1 64 4096 65536 1048576" MR_SIZES="1 4096" RAW_SIZES="1 64 4096" SCALE_PER_HOST="1 2"
     # per size: measurement and warm-up budgets (ms), iteration bounds
     MB_ARGS=(-T 100 -W 30 -n 2 -N 2000) RAW_LAT_ITERS=200 RAW_BW_ITERS=1000
 else
     SIZES=$(pow2 1 4194304) MR_SIZES=$(pow2 1 4194304) RAW_SIZES=$(pow2 1 4096)
+    SCALE_PER_HOST="1 2 4 8"
     MB_ARGS=(-T 300 -W 60 -n 2 -N 10000) RAW_LAT_ITERS=1000 RAW_BW_ITERS=2000
 fi
 MR_PAIRS=2
@@ -32,6 +33,7 @@ MR_PAIRS=2
     echo "raw_sizes $RAW_SIZES"
     echo "mpibench_args ${MB_ARGS[*]}"
     echo "raw_iters lat $RAW_LAT_ITERS bw $RAW_BW_ITERS"
+    echo "scaling_ranks_per_host $SCALE_PER_HOST"
     echo "kernel $(uname -r)"
     echo "cpus $(nproc)"
 } > "$out/plan.txt"
@@ -61,6 +63,7 @@ record() {
 }
 
 mpicc -O2 -Wall -o "$W/mpibench" "$BENCH/mpibench.c" || { record build 1 0; exit 1; }
+mpicc -O2 -Wall -o "$W/scaling" "$BENCH/scaling.c" || { record build 1 0; exit 1; }
 
 # One rank per host: ranks are not bound, so that the two hosts' ranks do not share one vCPU
 # (both namespaces see the same two vCPUs, and binding would put both ranks on core 0).
@@ -189,10 +192,26 @@ run_callgrind() {
     record callgrind "$rc" $((SECONDS - t0))
 }
 
+# Start-up cost and per-peer memory (bench/scaling.c) at 2 x N ranks, usnic between the hosts
+# and vader within; each job is oversubscribed beyond 2 ranks (2 vCPUs).
+run_scaling() {
+    local n t0 rc f
+    for n in $SCALE_PER_HOST; do
+        f=$out/raw/scaling-n$((2 * n))-r$1.txt
+        t0=$SECONDS
+        # shellcheck disable=SC2046
+        mpirun_ab "$n" $(btl_args usnic ",vader") --oversubscribe "$W/scaling" > "$f" 2>&1
+        rc=$?
+        grep -q '^scaling ranks' "$f" || rc=1
+        record "scaling-n$((2 * n))-r$1" "$rc" $((SECONDS - t0))
+    done
+}
+
 for ((r = 1; r <= runs; r++)); do
     run_mpi usnic "$r"
     run_mpi tcp "$r"
     run_raw "$r"
+    run_scaling "$r"
 done
 [ "$callgrind" = 1 ] && run_callgrind
 rm -rf "$W"

@@ -107,6 +107,12 @@ done
 expect rawud lat $raw_sizes
 # shellcheck disable=SC2086
 expect rawud bw $raw_sizes
+for n in $(sed -n 's/^scaling_ranks_per_host //p' "$out/plan.txt"); do
+    for ((r = 1; r <= runs; r++)); do
+        grep -qs '^scaling ranks' "$out/raw/scaling-n$((2 * n))-r$r.txt" ||
+            missing+=("scaling $((2 * n)) ranks (run $r)")
+    done
+done
 failed=$(grep ' rc=' "$out/status.txt" 2>/dev/null | grep -v ' rc=0 ')
 status_ok=1
 [ -s "$out/status.txt" ] || { status_ok=0; failed="no status.txt: the VM run did not start"; }
@@ -265,6 +271,34 @@ fi
         echo "| $(human "$s") | $(fmt "$u") | $(fmt "$t") | $(ratio "$u" "$t") |" \
              "$(fmt "$(get usnic mr "$s" mbs)") | $(fmt "$(get tcp mr "$s" mbs)") |"
     done
+    echo
+    echo "## Scaling: start-up and per-peer memory (bench/scaling.c)"
+    echo
+    echo "N ranks, half on each host (usnic between the hosts, vader within; beyond 2 ranks the"
+    echo "2 vCPUs are oversubscribed). MPI_Init: the slowest rank's; add_procs: the slowest rank's"
+    echo "time in usnic's add_procs (MPI_T \`btl_usnic_add_procs_usec\`); endpoints: usnic peers"
+    echo "per rank; per-peer memory: \`btl_usnic_endpoint_bytes\` / endpoints after every rank has"
+    echo "sent to every other (send tables allocated), the largest over the ranks. Medians over"
+    echo "the runs."
+    echo
+    echo "| ranks | MPI_Init (ms) | add_procs (ms) | usnic peers per rank | bytes per peer | RSS (KiB) |"
+    echo "|---:|---:|---:|---:|---:|---:|"
+    cat "$out"/raw/scaling-n*-r*.txt 2>/dev/null | awk '
+        $1 == "scaling" && $2 == "ranks" {
+            n = $3; k = ++cnt[n]
+            init[n, k] = $5; ap[n, k] = $7; epmin[n, k] = $9; epmax[n, k] = $11
+            bpp[n, k] = $13; rss[n, k] = $15 }
+        function med(a, n,    v, i, j, t, c) {
+            c = cnt[n]
+            for (i = 1; i <= c; i++) v[i] = a[n, i]
+            for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            return c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2 }
+        END {
+            for (n = 1; n <= 4096; n++) {
+                if (!(n in cnt)) continue
+                printf "| %d | %.0f | %.1f | %s | %.0f | %.0f |\n", n, med(init, n), med(ap, n),
+                       (med(epmin, n) == med(epmax, n) ? med(epmin, n) : med(epmin, n) "-" med(epmax, n)),
+                       med(bpp, n), med(rss, n) } }'
     echo
     echo "## usnic reliability counters"
     echo

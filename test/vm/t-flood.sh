@@ -1,8 +1,9 @@
 #!/bin/bash
 # vm-timeout: 480
 # Floods of small messages (progs/flood.c): 5000 messages of 0-1200 bytes (both sides of the
-# fast-path limit) in flight per sender at once, more than the usnic send window (4096 segments
-# per peer) and the send queue (1024), every byte, size, tag and the per-source order checked:
+# fast-path limit) in flight per sender at once, more than the usnic send window (at most 256
+# segments per peer) and the send queue (1024), every byte, size, tag and the per-source order
+# checked:
 #   pairs-preposted   each cross-host pair posts 5000 receives, then both send 5000 at once
 #   pairs-unexpected  both send 5000 first, receives posted only after a barrier
 #   anysource         all other ranks send 5000 each to rank 0 (receives pre-posted), then to

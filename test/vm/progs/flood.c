@@ -1,5 +1,5 @@
 /* flood: thousands of small messages in flight at once, deeper than the usnic send window
- * (4096 segments per peer) and the send queue (1024 work requests), every byte checked.
+ * (at most 256 segments per peer) and the send queue (1024 work requests), every byte checked.
  *
  * Message k from rank s has size (k * 97 + s) % 1201 bytes (0 to 1200: both sides of the
  * priority fast-path limit), a tag that cycles through 7 values and a pattern seeded by
