@@ -154,6 +154,9 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
             return;
         }
         ++module->stats.num_ack_sends;
+        if (0 == item->seg.posted) {
+            opal_free_list_return(&module->ack_segs, &item->super);
+        }
         ack_done(ep);
     }
 }

@@ -609,6 +609,14 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
 {
     opal_btl_usnic_seg_base_t *base = (opal_btl_usnic_seg_base_t *)(uintptr_t) wc->wr_id;
 
+    /* A send that asked for no completion gets one only when it failed. */
+    if (OPAL_UNLIKELY(NULL == base)) {
+        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+            goto dead_qp;
+        }
+        ++module->stats.num_crc_errors;
+        return;
+    }
     if (USNIC_SEG_RECV == base->type) {
         opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
                                                              base);
@@ -638,7 +646,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
         opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
                                                             base);
         if (USNIC_SEG_ACK == base->type) {
-            ++module->channels[channel].sd_wqe;
+            module->channels[channel].sd_wqe += seg->wqes;
             --seg->posted;
             opal_free_list_return(&module->ack_segs,
                                   &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
@@ -724,7 +732,8 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 
     /* Buffers go back to the device before the ACKs that let peers refill them. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_repost(module, c))) {
+        if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_repost(module, c))) {
             opal_btl_usnic_module_fatal(module, NULL);
         }
     }
@@ -823,8 +832,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     if (OPAL_SUCCESS != rc) {
         goto fail_chan;
     }
-    /* Leave some priority send slots for ACKs. */
-    module->fastsend_wqe_thresh = module->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
+    opal_btl_usnic_module_tune_channels(module);
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
         opal_btl_usnic_channel_t *ch = &module->channels[c];
         usnic_verbose(5, "%s: %s: %s channel ready: CQ %d entries, QP %u, send depth %d, "

@@ -49,6 +49,9 @@ typedef struct {
     struct ibv_recv_wr *repost_head; /* receive buffers to hand back to the device */
     struct ibv_recv_wr **repost_tail;
     int repost_count;
+    int repost_batch;               /* hand them back this many at a time */
+    int unsignaled;                 /* sends posted since the last one asking for a completion */
+    int signal_every;               /* at most this many sends per completion */
 } opal_btl_usnic_channel_t;
 
 typedef struct opal_btl_usnic_module_t {
@@ -115,6 +118,38 @@ typedef struct opal_btl_usnic_module_t {
     opal_event_t stats_timer;
     bool stats_timer_armed;
 } opal_btl_usnic_module_t;
+
+/* Batching of receive reposts and send completions, set once the channels
+ * exist.  A few buffers held back from a deep receive queue cost nothing; a
+ * post per datagram costs a system call on some providers. */
+static inline void opal_btl_usnic_module_tune_channels(opal_btl_usnic_module_t *m)
+{
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        opal_btl_usnic_channel_t *ch = &m->channels[c];
+        ch->repost_batch = ch->rd_num >= 64 ? ch->rd_num / 32 : 1;
+        ch->signal_every = ch->sd_num >= 16 ? (ch->sd_num / 8 < 32 ? ch->sd_num / 8 : 32) : 1;
+        ch->unsignaled = 0;
+    }
+    /* Leave some priority send slots for ACKs. */
+    m->fastsend_wqe_thresh = m->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
+}
+
+/* Whether to ask for a completion of this send.  Inline data is copied when
+ * the send is posted, so its buffer is free at once: only every
+ * signal_every-th such send asks for a completion, which then returns the
+ * send-queue slots of the silent ones before it (a queue completes in
+ * order).  seg->wqes records how many slots that is. */
+static inline bool opal_btl_usnic_channel_signal(opal_btl_usnic_channel_t *ch,
+                                                 opal_btl_usnic_send_seg_t *seg)
+{
+    if (seg->len <= ch->max_inline && ch->unsignaled + 1 < ch->signal_every) {
+        ++ch->unsignaled;
+        return false;
+    }
+    seg->wqes = ch->unsignaled + 1;
+    ch->unsignaled = 0;
+    return true;
+}
 
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 

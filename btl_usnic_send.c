@@ -46,8 +46,11 @@ static void post_or_die(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
         opal_btl_usnic_module_fatal(module, NULL);
         return;
     }
-    ++seg->frag->segs_posted;
-    --ep->send_credits;
+    /* Only a send that asked for a completion still holds its buffer. */
+    if (0 != seg->posted) {
+        ++seg->frag->segs_posted;
+        --ep->send_credits;
+    }
 }
 
 /* First transmission of a segment: give it the next sequence number,
@@ -372,7 +375,7 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
     opal_btl_usnic_send_frag_t *frag = seg->frag;
     opal_btl_usnic_endpoint_t *ep = frag->endpoint;
 
-    ++module->channels[channel].sd_wqe;
+    module->channels[channel].sd_wqe += seg->wqes;
     --seg->posted;
     --frag->segs_posted;
     ++ep->send_credits;

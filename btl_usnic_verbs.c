@@ -319,6 +319,7 @@ int opal_btl_usnic_verbs_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     opal_btl_usnic_channel_t *chan = &module->channels[channel];
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge;
+    bool signaled;
     int rc;
 
     sge.addr = (uintptr_t) seg->hdr;
@@ -326,11 +327,12 @@ int opal_btl_usnic_verbs_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     sge.lkey = seg->lkey;
 
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = (uintptr_t) &seg->base;
+    signaled = opal_btl_usnic_channel_signal(chan, seg);
+    wr.wr_id = signaled ? (uintptr_t) &seg->base : 0;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
     if (seg->len <= chan->max_inline) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
@@ -347,7 +349,7 @@ int opal_btl_usnic_verbs_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
         return OPAL_ERROR;
     }
     --chan->sd_wqe;
-    ++seg->posted;
+    seg->posted += signaled;
     ++module->stats.num_total_sends;
     return OPAL_SUCCESS;
 }
