@@ -248,6 +248,7 @@ static void release_endpoint(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 
     opal_btl_usnic_endpoint_flush(ep);
     opal_hash_table_remove_value_uint64(&module->senders, up->hashed_name);
+    module->last_sender = NULL;
     opal_list_remove_item(&module->all_endpoints, &ep->all_li);
     up->endpoints[mi] = NULL;
     /* Segments the device still owns point at the endpoint: it lives on
@@ -865,6 +866,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
 
     OBJ_CONSTRUCT(&module->senders, opal_hash_table_t);
     opal_hash_table_init(&module->senders, 256);
+    module->last_sender = NULL;
     OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
     OBJ_CONSTRUCT(&module->endpoints_with_sends, opal_list_t);
     OBJ_CONSTRUCT(&module->endpoints_that_need_acks, opal_list_t);

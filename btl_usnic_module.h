@@ -91,8 +91,11 @@ typedef struct opal_btl_usnic_module_t {
     opal_free_list_t chunk_segs;
     opal_free_list_t ack_segs;
 
-    /* sender name -> endpoint, for every endpoint of this module */
+    /* sender name -> endpoint, for every endpoint of this module, and the
+     * last one found (most datagrams come from the peer of the one before) */
     opal_hash_table_t senders;
+    uint64_t last_sender_id;
+    struct mca_btl_base_endpoint_t *last_sender;
 
     opal_list_t all_endpoints;
     opal_list_t endpoints_with_sends;
@@ -132,6 +135,23 @@ static inline void opal_btl_usnic_module_tune_channels(opal_btl_usnic_module_t *
     }
     /* Leave some priority send slots for ACKs. */
     m->fastsend_wqe_thresh = m->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
+}
+
+/* The endpoint a datagram's sender id names, or NULL. */
+static inline struct mca_btl_base_endpoint_t *
+opal_btl_usnic_lookup_sender(opal_btl_usnic_module_t *m, uint64_t id)
+{
+    void *ep;
+
+    if (OPAL_LIKELY(NULL != m->last_sender && id == m->last_sender_id)) {
+        return m->last_sender;
+    }
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&m->senders, id, &ep)) {
+        return NULL;
+    }
+    m->last_sender_id = id;
+    m->last_sender = ep;
+    return ep;
 }
 
 /* Whether to ask for a completion of this send.  Inline data is copied when

@@ -163,10 +163,8 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         opal_btl_usnic_count_bad(module, res);
         goto repost;
     }
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_hash_table_get_value_uint64(&module->senders,
-                                                                       hdr->sender,
-                                                                       (void **) &ep) ||
-                      NULL == ep || ep->exiting)) {
+    ep = opal_btl_usnic_lookup_sender(module, hdr->sender);
+    if (OPAL_UNLIKELY(NULL == ep || ep->exiting)) {
         ++module->stats.num_unk_recvs;
         goto repost;
     }

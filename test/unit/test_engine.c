@@ -1844,3 +1844,24 @@ USNIC_TEST(engine_silent_inline_sends)
     world_fini(w);
     return 0;
 }
+
+/* The receive path remembers the last sender's endpoint: once that peer is
+ * released, its datagrams are from an unknown sender again. */
+USNIC_TEST(engine_sender_forgotten_after_del_procs)
+{
+    world_t *w = world_new(10, 20);
+
+    check(NULL != w);
+    check(NULL != world_send(w, SIDE_A, 8, SEND_SENDI));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check(w->mods[SIDE_B].last_sender == w->ep[SIDE_B]);
+    check_int_eq(world_del_procs(w, SIDE_B), OPAL_SUCCESS);
+    check(NULL == w->mods[SIDE_B].last_sender);
+    check(NULL != world_send(w, SIDE_A, 8, SEND_SENDI));
+    world_net_step(w);
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_unk_recvs, 1);
+    world_fini(w);
+    return 0;
+}
