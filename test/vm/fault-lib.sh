@@ -203,6 +203,16 @@ fault_run() {
 }
 
 # verdict STATUS PASS-MSG FAIL-MSG: pass if STATUS is 0, else dp_fail
+# fault_case LABEL KIND BOUND NETEM-ARGS...: netem NETEM-ARGS on the RoCE datagrams of both
+# hosts, then both workloads under it (fault_run): p2p with 1 rank per host and the arguments
+# in the caller's array P2P, faultmix with 3 per host and those in MIX (may be empty).
+fault_case() {
+    local label=$1 kind=$2 bound=$3 tag=${1//%/}; shift 3
+    netem_roce_both "$@"
+    fault_run "$label" "$kind" "$bound" 1 "$WORK/$tag-p2p.out" p2p "${P2P[@]}"
+    fault_run "$label" "$kind" "$bound" 3 "$WORK/$tag-mix.out" faultmix "${MIX[@]}"
+}
+
 verdict() {
     if [ "$1" = 0 ]; then pass "$2"; else dp_fail "$3"; fi
 }

@@ -27,21 +27,11 @@ mpi_build p2p
 mpi_build faultmix
 P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
 
-netem_roce_both delay 1ms reorder 25% 50%
-fault_run reorder reorder 60 1 "$WORK/reorder-p2p.out" p2p "${P2P[@]}"
-fault_run reorder reorder 60 3 "$WORK/reorder-mix.out" faultmix
-
-netem_roce_both duplicate 20%
-fault_run dup20% dup 60 1 "$WORK/dup-p2p.out" p2p "${P2P[@]}"
-fault_run dup20% dup 60 3 "$WORK/dup-mix.out" faultmix
-
-netem_roce_both corrupt 10%
-fault_run corrupt10% corrupt 90 1 "$WORK/corrupt-p2p.out" p2p "${P2P[@]}"
-fault_run corrupt10% corrupt 90 3 "$WORK/corrupt-mix.out" faultmix
-
-netem_roce_both loss 5% duplicate 5% delay 1ms reorder 25% 50%
-fault_run mix mix 90 1 "$WORK/mix-p2p.out" p2p "${P2P[@]}"
-fault_run mix mix 90 3 "$WORK/mix-mix.out" faultmix
+MIX=()
+fault_case reorder reorder 60 delay 1ms reorder 25% 50%
+fault_case dup20% dup 60 duplicate 20%
+fault_case corrupt10% corrupt 90 corrupt 10%
+fault_case mix mix 90 loss 5% duplicate 5% delay 1ms reorder 25% 50%
 
 netem_clear
 fault_summary

@@ -31,21 +31,12 @@ mpi_build faultmix
 P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
 P2P_LIGHT=(-s "0,1,722,723,4050,4051,16384,153544,153545" -W 8192)
 
-netem_roce_both delay 0ms
-fault_run none none 60 1 "$WORK/none-p2p.out" p2p "${P2P[@]}"
-fault_run none none 60 3 "$WORK/none-mix.out" faultmix
-
-netem_roce_both loss 1%
-fault_run loss1% loss 60 1 "$WORK/loss1-p2p.out" p2p "${P2P[@]}"
-fault_run loss1% loss 60 3 "$WORK/loss1-mix.out" faultmix
-
-netem_roce_both loss 10%
-fault_run loss10% loss 90 1 "$WORK/loss10-p2p.out" p2p "${P2P[@]}"
-fault_run loss10% loss 90 3 "$WORK/loss10-mix.out" faultmix
-
-netem_roce_both loss 30%
-fault_run loss30% loss 150 1 "$WORK/loss30-p2p.out" p2p "${P2P_LIGHT[@]}"
-fault_run loss30% loss 150 3 "$WORK/loss30-mix.out" faultmix -r 1 -k 1
+MIX=()
+fault_case none none 60 delay 0ms
+fault_case loss1% loss 60 loss 1%
+fault_case loss10% loss 90 loss 10%
+P2P=("${P2P_LIGHT[@]}") MIX=(-r 1 -k 1)
+fault_case loss30% loss 150 loss 30%
 
 netem_clear
 fault_summary

@@ -278,6 +278,28 @@ DP_FN void dp_init(const char *prog, int *argc, char ***argv)
 }
 
 /* Progress line from rank 0 (after a barrier, so it covers every rank). */
+/* Pairs across the hosts: rank r < size/2 with rank r + size/2.  Returns the
+ * partner and sets *lower; aborts unless the size is even and every pair
+ * crosses the hosts. */
+DP_FN int dp_cross_partner(bool *lower)
+{
+    int partner;
+
+    if (0 != dp_size % 2) {
+        if (0 == dp_rank) {
+            printf("%s: ERROR needs an even number of ranks\n", dp_prog);
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    *lower = dp_rank < dp_size / 2;
+    partner = *lower ? dp_rank + dp_size / 2 : dp_rank - dp_size / 2;
+    if (dp_host_of[partner] == dp_my_host) {
+        dp_fail("partner rank %d runs on my host: the pairs do not cross the hosts", partner);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return partner;
+}
+
 DP_FN void dp_phase_done(const char *what, double t_start)
 {
     MPI_Barrier(MPI_COMM_WORLD);

@@ -237,19 +237,8 @@ int main(int argc, char **argv)
     } else {
         default_sizes(max);
     }
-    if (0 != dp_size % 2) {
-        if (0 == dp_rank) {
-            printf("p2p: ERROR needs an even number of ranks\n");
-        }
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    lower = dp_rank < dp_size / 2;
-    partner = lower ? dp_rank + dp_size / 2 : dp_rank - dp_size / 2;
+    partner = dp_cross_partner(&lower);
     pair = lower ? dp_rank : partner;
-    if (dp_host_of[partner] == dp_my_host) {
-        dp_fail("partner rank %d runs on my host: the pairs do not cross the hosts", partner);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
     for (int i = 0; i < nsizes; ++i) {
         size_t sb = (size_t) stream_width(sizes[i], stream_bytes) * sizes[i];
         if (sizes[i] > maxsize) {

@@ -30,19 +30,8 @@ int main(int argc, char **argv)
 
     dp_init("pingloop", &argc, &argv);
     secs = argc > 1 ? atof(argv[1]) : 20.0;
-    if (0 != dp_size % 2) {
-        if (0 == dp_rank) {
-            printf("pingloop: ERROR needs an even number of ranks\n");
-        }
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    lower = dp_rank < dp_size / 2;
-    partner = lower ? dp_rank + dp_size / 2 : dp_rank - dp_size / 2;
+    partner = dp_cross_partner(&lower);
     pair = lower ? dp_rank : partner;
-    if (dp_host_of[partner] == dp_my_host) {
-        dp_fail("partner rank %d runs on my host: the pairs do not cross the hosts", partner);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
     sbuf = dp_malloc(MAXPING);
     rbuf = dp_malloc(MAXPING + DP_GUARD);
     t0 = tlast = dp_now();
