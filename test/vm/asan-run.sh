@@ -34,12 +34,21 @@ if [ "${USNIC_VM_LOCKED:-0}" != 1 ]; then
     fi
 fi
 
-OMPI_PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
+# Where the component goes. Asked once, with libasan preloaded (ompi_info dies if the ASan build
+# is installed and it is not), and passed to make: its own ompi_info call would fail while the
+# ASan build is installed.
+ASAN_LIB=$(readlink -f "$(gcc -print-file-name=libasan.so)")
+ompi_path() {
+    LD_PRELOAD=$ASAN_LIB ASAN_OPTIONS=detect_leaks=0 ompi_info --path "$1" --parsable | cut -d: -f3
+}
+OMPI_PKGLIBDIR=$(ompi_path pkglibdir) OMPI_DATADIR=$(ompi_path pkgdatadir)
+[ -d "$OMPI_PKGLIBDIR" ] && [ -d "$OMPI_DATADIR" ] || { echo "asan-run: ompi_info --path failed" >&2; exit 2; }
+MK=(make -s -C standalone OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR" OMPI_DATADIR="$OMPI_DATADIR")
 SAVED=$(mktemp -d /tmp/usnic-asan-saved.XXXXXX) || exit 2
 cp -p "$OMPI_PKGLIBDIR/mca_btl_usnic.so" "$SAVED/" 2>/dev/null
 restore() {
     echo "asan-run: reinstalling the normal build (make -C standalone install)"
-    if ! make -s -C standalone install > "$ALOGS/reinstall.log" 2>&1; then
+    if ! "${MK[@]}" install > "$ALOGS/reinstall.log" 2>&1; then
         cat "$ALOGS/reinstall.log"
         if [ -f "$SAVED/mca_btl_usnic.so" ]; then
             echo "asan-run: the normal build failed; putting back the component installed before"
@@ -56,7 +65,7 @@ trap 'restore; trap - EXIT; exit 130' INT TERM
 trap restore EXIT
 
 echo "asan-run: make -C standalone SANITIZE=address install"
-if ! make -s -C standalone SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
+if ! "${MK[@]}" SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
     cat "$ALOGS/build.log"
     echo "asan-run: the ASan build failed"
     exit 2
@@ -67,7 +76,7 @@ vmrc=${PIPESTATUS[0]}
 tvm=$((SECONDS - tvm))
 restore
 trap - EXIT INT TERM
-[ -n "${USNIC_VM_LOCKED:-}" ] || exec 9>&-          # release the VM lock
+[ "${USNIC_VM_LOCKED:-0}" = 1 ] || exec 9>&-        # release the VM lock
 
 npass=$(grep -c '^PASS ' "$ALOGS/run.out")
 nfail=$(grep -Ec '^FAIL .*\(' "$ALOGS/run.out")
@@ -75,13 +84,18 @@ python3 - "$ALOGS" "$npass" "$nfail" "$vmrc" "$tvm" "$((SECONDS - t0))" <<'EOF'
 import os, re, sys
 alogs, npass, nfail, vmrc, tvm, ttot = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 OURS = re.compile(r'mca_btl_usnic|btl_usnic_')
+# A leak whose stack passes through our code but was allocated inside Open MPI's MCA base
+# (frameworks opened on demand, e.g. rcache by mca_rcache_base_module_create; the variable and
+# pvar registries) belongs to Open MPI's global state, which Open MPI itself does not free at
+# finalize: counted with the others. Enums from mca_base_var_enum_create are ours to release.
+MCA_BASE = re.compile(r' in mca_base_(?!var_enum_create)\w+')
 FRAME = re.compile(r'^\s*#\d+ ')
 LEAK = re.compile(r'^(Direct|Indirect) leak of (\d+) byte\(s\) in (\d+) object\(s\)')
 files = []
 for d, _, names in os.walk(alogs):
     files += [os.path.join(d, n) for n in sorted(names) if re.match(r'asan\..*\.\d+$', n)]
 procs = len(files)
-our_err, other_err, our_leaks, other_leaks, nolsan, exited = [], [], [], [], [], set()
+our_err, other_err, our_leaks, other_leaks, nolsan, exited, via = [], [], [], [], [], set(), []
 ob = oo = xb = xo = 0
 for f in sorted(files):
     test = os.path.relpath(f, alogs).split(os.sep)[0]
@@ -97,7 +111,10 @@ for f in sorted(files):
             block = lines[i:j]
             frames = [x for x in block if FRAME.match(x)]
             b, o = int(m.group(2)), int(m.group(3))
-            if any(OURS.search(x) for x in frames):
+            k = [n for n, x in enumerate(frames) if OURS.search(x)]
+            if k and any(MCA_BASE.search(x) for x in frames[1:k[0]]):
+                via.append((test, f, block)); xb += b; xo += o
+            elif k:
                 our_leaks.append((test, f, block)); ob += b; oo += o
             else:
                 other_leaks.append((test, f, block)); xb += b; xo += o
@@ -144,7 +161,8 @@ if nolsan:
     show('processes whose leak check failed', nolsan, 5)
 print('asan: our errors: %d; errors elsewhere: %d' % (len(our_err), len(other_err)))
 print('asan: our leaks: %d bytes in %d objects (%d reports)' % (ob, oo, len(our_leaks)))
-print('asan: others\' leaks (Open MPI etc., not failures): %d bytes in %d objects (%d reports)' % (xb, xo, len(other_leaks)))
+print('asan: others\' leaks (Open MPI etc., not failures): %d bytes in %d objects (%d reports, %d of them'
+      ' allocated by Open MPI\'s MCA base under a usnic call)' % (xb, xo, len(other_leaks) + len(via), len(via)))
 print('asan: VM run %ss, total %ss, logs in %s' % (tvm, ttot, alogs))
 bad = len(our_err) + len(our_leaks)
 print('asan: %d passed, %d failed%s' % (npass, nfail, '' if vmrc == 0 else ' (run.sh exit code %d)' % vmrc))

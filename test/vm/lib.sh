@@ -27,7 +27,7 @@ assert_grep() {
 # 6 ranks share the VM's 2 GB. ASAN_X holds the matching `mpirun -x` arguments for tests that
 # start mpirun themselves. ASAN_SLOW multiplies mpirun_usnic's timeouts (default 3).
 ASAN_X=() ASAN_SLOW=1
-if [ "${USNIC_ASAN:-0}" = 1 ]; then
+if [ "${USNIC_ASAN:-0}" = 1 ] && [ "${0##*/}" != run.sh ]; then     # not for the runner itself
     ASAN_LIB=$(readlink -f "$(gcc -print-file-name=libasan.so)")      # .../libasan.so.8.0.0
     [ -f "${ASAN_LIB%/*}/libasan.so.8" ] && ASAN_LIB=${ASAN_LIB%/*}/libasan.so.8
     [ -f "$ASAN_LIB" ] || { echo "lib.sh: USNIC_ASAN=1 but no libasan ($ASAN_LIB)" >&2; exit 2; }
@@ -40,8 +40,10 @@ if [ "${USNIC_ASAN:-0}" = 1 ]; then
     ASAN_SLOW=${USNIC_ASAN_SLOW:-3}
     # ompi_info loads the component too: a wrapper first in PATH preloads libasan for it
     mkdir -p "$WORK/asan-bin" || exit 2
+    USNIC_ASAN_OMPI_INFO=${USNIC_ASAN_OMPI_INFO:-$(command -v ompi_info)}   # the real one
+    export USNIC_ASAN_OMPI_INFO
     printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS=%s exec %s "$@"\n' "$ASAN_LIB" "$ASAN_OPTIONS" \
-        "$(command -v ompi_info)" > "$WORK/asan-bin/ompi_info"
+        "$USNIC_ASAN_OMPI_INFO" > "$WORK/asan-bin/ompi_info"
     chmod +x "$WORK/asan-bin/ompi_info"
     PATH=$WORK/asan-bin:$PATH
 fi
