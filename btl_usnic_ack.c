@@ -80,22 +80,31 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     opal_btl_usnic_check_rts(ep);
 }
 
+/* While datagrams keep arriving, a standalone ACK goes out for every
+ * USNIC_ACK_EVERY of them; once they pause for ack_iteration_delay progress
+ * passes, one goes out for the rest.  Each ACK costs the peer's device a
+ * receive, so fewer is better as long as the sender's window stays open. */
+#define USNIC_ACK_EVERY 16
+
 void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
 {
-    uint64_t due = usnic_component.progress_ticks +
-                   (now ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
+    uint64_t ticks = usnic_component.progress_ticks;
+    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
+    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
 
     if (!ep->on_acks_list) {
         opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = true;
         ep->ack_due_tick = due;
-    } else if (due < ep->ack_due_tick) {
+    } else if (immediate || ep->ack_due_tick > ticks) {
+        /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;
     }
 }
 
 static void ack_done(opal_btl_usnic_endpoint_t *ep)
 {
+    ep->rx_unacked = 0;
     if (ep->on_acks_list) {
         opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;

@@ -36,6 +36,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->mem_bytes = 0;
     ep->rx_bits = NULL;
     ep->rx_frags = NULL;
+    ep->rx_unacked = 0;
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
     ep->dup_ack_count = 0;

@@ -70,6 +70,7 @@ typedef struct mca_btl_base_endpoint_t {
     usnic_rx_window_t rx;
     uint64_t *rx_bits;
     uint64_t ack_due_tick;              /* progress tick at which to send a standalone ACK */
+    uint32_t rx_unacked;                /* segments accepted since the last ACK went out */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

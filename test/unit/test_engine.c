@@ -1865,3 +1865,24 @@ USNIC_TEST(engine_sender_forgotten_after_del_procs)
     world_fini(w);
     return 0;
 }
+
+/* A one-way stream is acknowledged every 16 datagrams or more (up to a poll
+ * batch of 32 come in before ACKs go out), and the last ones after the pause. */
+USNIC_TEST(engine_ack_every_16)
+{
+    world_t *w = world_new(5, 6);
+
+    check(NULL != w);
+    for (int i = 0; i < 320; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 20000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    printf("standalone ACKs for 320 datagrams: %" PRIu64 "\n", STATS(w, SIDE_B)->num_ack_sends);
+    check(STATS(w, SIDE_B)->num_ack_sends >= 320 / 32);
+    check(STATS(w, SIDE_B)->num_ack_sends <= 320 / 16 + 4);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
