@@ -4,8 +4,9 @@
 #
 #   1. takes the VM lock /tmp/usnic-vm.lock (flock; waits while another run holds it: the
 #      VM uses the component installed on the host, so nobody else may run VM tests while the
-#      ASan build is installed). USNIC_VM_LOCKED=1 skips this when the caller holds it already
-#      (e.g. `flock /tmp/usnic-vm.lock test/vm/asan-run.sh`);
+#      ASan build is installed; host programs that load it, ompi_info too, need libasan
+#      preloaded meanwhile). USNIC_VM_LOCKED=1 skips this when the caller holds it already
+#      (`USNIC_VM_LOCKED=1 flock /tmp/usnic-vm.lock test/vm/asan-run.sh`);
 #   2. builds and installs the ASan component (make -C standalone SANITIZE=address install);
 #   3. runs test/vm/run.sh with USNIC_ASAN=1: lib.sh preloads libasan into every MPI process
 #      (and ompi_info), which write their reports to test/vm/logs/asan/<test>/asan.<exe>.<pid>;
@@ -43,7 +44,7 @@ ompi_path() {
 }
 OMPI_PKGLIBDIR=$(ompi_path pkglibdir) OMPI_DATADIR=$(ompi_path pkgdatadir)
 [ -d "$OMPI_PKGLIBDIR" ] && [ -d "$OMPI_DATADIR" ] || { echo "asan-run: ompi_info --path failed" >&2; exit 2; }
-MK=(make -s -C standalone OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR" OMPI_DATADIR="$OMPI_DATADIR")
+MK=(make -s -C standalone OMPI_INFO=true OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR" OMPI_DATADIR="$OMPI_DATADIR")
 SAVED=$(mktemp -d /tmp/usnic-asan-saved.XXXXXX) || exit 2
 cp -p "$OMPI_PKGLIBDIR/mca_btl_usnic.so" "$SAVED/" 2>/dev/null
 restore() {
