@@ -59,12 +59,13 @@ static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event
     return OPAL_SUCCESS;
 }
 
-/* ctx is the counter's offset in opal_btl_usnic_stats_t. */
-static int pvar_read(const struct mca_base_pvar_t *pvar, void *value, void *ctx)
+/* The registration context is the counter's offset in opal_btl_usnic_stats_t
+ * (the last argument is the bound object: none here). */
+static int pvar_read(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
-    size_t offset = (size_t)(uintptr_t) ctx;
+    size_t offset = (size_t)(uintptr_t) pvar->ctx;
     unsigned long *out = value;
-    (void) pvar;
+    (void) obj;
 
     for (int i = 0; i < usnic_component.num_modules; ++i) {
         const char *stats = (const char *) &usnic_component.modules[i].stats;
@@ -106,7 +107,8 @@ void opal_btl_usnic_stats_register_pvars(void)
                   MCA_BASE_PVAR_CLASS_LEVEL, offsetof(opal_btl_usnic_stats_t, endpoints));
     register_pvar("endpoint_bytes", "Memory held by this device's endpoints (bytes)",
                   MCA_BASE_PVAR_CLASS_SIZE, offsetof(opal_btl_usnic_stats_t, endpoint_bytes));
+    /* generic: MPI_T reports sums relative to when a handle started */
     register_pvar("add_procs_usec", "Time spent adding peers (add_procs), microseconds",
-                  MCA_BASE_PVAR_CLASS_AGGREGATE,
+                  MCA_BASE_PVAR_CLASS_GENERIC,
                   offsetof(opal_btl_usnic_stats_t, add_procs_usec));
 }

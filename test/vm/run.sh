@@ -10,7 +10,8 @@
 # rxeB2) after the one-pair VM; the others always run with RXE_VM_PAIRS=1.
 # USNIC_ASAN=1 (set by test/vm/asan-run.sh) is passed into the guest, where lib.sh runs the MPI
 # processes under AddressSanitizer; the test timeouts are then multiplied by USNIC_ASAN_SLOW
-# (default 3).
+# (default 3). VM_TEST_TIMEOUT=SECONDS replaces every test's own timeout. Variables SOAK_*
+# are passed into the guest too (t-soak's settings).
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
@@ -45,18 +46,21 @@ fi
 
 [ $# -gt 0 ] || set -- "$VM"/t-*.sh
 # rxe-vm does not pass the environment into the guest: hand it what the tests need
-guestenv=() slow=1
+guestenv=(env) slow=1
 if [ "${USNIC_ASAN:-0}" = 1 ]; then
     slow=${USNIC_ASAN_SLOW:-3}
-    guestenv=(env USNIC_ASAN=1 USNIC_ASAN_SLOW="$slow")
+    guestenv+=(USNIC_ASAN=1 USNIC_ASAN_SLOW="$slow")
 fi
+for v in $(compgen -e | grep -E '^SOAK_[A-Z_]+$'); do
+    guestenv+=("$v=${!v}")
+done
 specs=() group1=() group2=() sum1=0 sum2=0
 for t; do
     name=${t##*/}; name=${name%.sh}
     [ -f "$VM/$name.sh" ] || { echo "run.sh: no such test: $VM/$name.sh" >&2; exit 2; }
     to=$(sed -n 's/^# vm-timeout: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
     pairs=$(sed -n 's/^# vm-pairs: *\([0-9][0-9]*\) *$/\1/p' "$VM/$name.sh" | head -1)
-    to=$((${to:-300} * slow))
+    to=$((${VM_TEST_TIMEOUT:-${to:-300}} * slow))
     specs+=("$name:$to")
     case ${pairs:=1} in              # + 10: timeout's -k grace
         1) group1+=("$name:$to"); sum1=$((sum1 + to + 10)) ;;

@@ -4,7 +4,7 @@
 # usnic between the hosts, vader within) with 1% loss on the RoCE datagrams in both
 # directions: every message arrives intact, and resident memory stays flat after warm-up.
 # CI runs a short version; the full one (about 10^6 messages) is
-#   SOAK_ROUNDS=33400 SOAK_TIMEOUT=7200 RXE_VM_TIMEOUT=7800 test/vm/run.sh t-soak
+#   SOAK_ROUNDS=33400 SOAK_TIMEOUT=7200 VM_TEST_TIMEOUT=7300 test/vm/run.sh t-soak
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"

@@ -1,11 +1,30 @@
-/* Reads the usnic counters through MPI_T performance variables around a
- * known amount of traffic (200 ping-pong messages each way) and checks
- * that they moved by at least that much. */
+/* Reads usnic's MPI_T performance variables around a known amount of
+ * traffic (N ping-pong messages each way between ranks 0 and 1) and checks
+ * each against what that traffic implies, so that a variable reading another
+ * one's value is caught:
+ *   num_frag_sends, num_frag_recvs   moved by at least N (8-byte messages)
+ *   num_chunk_sends, num_bad_recvs   did not move (nothing chunked, nothing bad)
+ *   endpoints                        1 (one peer, on the other host)
+ *   endpoint_bytes                   more than 1 KiB, at most 64 KiB for that peer
+ * Prints "mpit: rank R: NAME BEFORE -> AFTER (D device(s))" per variable. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define N 200
+#define NVARS 6
+
+static const struct {
+    const char *name;
+    int var_class;
+} vars[NVARS] = {
+    {"btl_usnic_num_frag_sends", MPI_T_PVAR_CLASS_COUNTER},
+    {"btl_usnic_num_frag_recvs", MPI_T_PVAR_CLASS_COUNTER},
+    {"btl_usnic_num_chunk_sends", MPI_T_PVAR_CLASS_COUNTER},
+    {"btl_usnic_num_bad_recvs", MPI_T_PVAR_CLASS_COUNTER},
+    {"btl_usnic_endpoints", MPI_T_PVAR_CLASS_LEVEL},
+    {"btl_usnic_endpoint_bytes", MPI_T_PVAR_CLASS_SIZE},
+};
 
 static unsigned long read_sum(MPI_T_pvar_session s, MPI_T_pvar_handle h, int count)
 {
@@ -20,23 +39,44 @@ static unsigned long read_sum(MPI_T_pvar_session s, MPI_T_pvar_handle h, int cou
     return sum;
 }
 
+/* Whether variable i moved as N ping-pongs (ranks 0 and 1) imply. */
+static int expected(int i, int rank, unsigned long before, unsigned long after)
+{
+    unsigned long d = after - before;
+
+    switch (i) {
+    case 0:
+    case 1:
+        return rank > 1 || d >= N;
+    case 2:
+    case 3:
+        return 0 == d;
+    case 4:
+        return 1 == after;
+    default:
+        return after > 1024 && after <= 64 * 1024;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *names[] = {"btl_usnic_num_total_sends", "btl_usnic_num_frag_recvs"};
     MPI_T_pvar_session session;
-    MPI_T_pvar_handle h[2];
-    int provided, rank, count[2], buf = 0, rc = 0;
-    unsigned long before[2], after[2];
+    MPI_T_pvar_handle h[NVARS];
+    int provided, rank, count[NVARS], buf = 0, rc = 0;
+    unsigned long before[NVARS], after[NVARS];
 
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    /* one exchange first, so that the endpoint has sent (its tables exist) */
+    MPI_Sendrecv_replace(&buf, 1, MPI_INT, rank ^ 1, 1, rank ^ 1, 1, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
     MPI_T_pvar_session_create(&session);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < NVARS; ++i) {
         int idx;
-        if (MPI_SUCCESS != MPI_T_pvar_get_index(names[i], MPI_T_PVAR_CLASS_COUNTER, &idx) ||
+        if (MPI_SUCCESS != MPI_T_pvar_get_index(vars[i].name, vars[i].var_class, &idx) ||
             MPI_SUCCESS != MPI_T_pvar_handle_alloc(session, idx, NULL, &h[i], &count[i])) {
-            fprintf(stderr, "mpit: rank %d: no pvar %s\n", rank, names[i]);
+            fprintf(stderr, "mpit: rank %d: no pvar %s\n", rank, vars[i].name);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         before[i] = read_sum(session, h[i], count[i]);
@@ -50,13 +90,13 @@ int main(int argc, char **argv)
             MPI_Send(&buf, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
         }
     }
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < NVARS; ++i) {
         after[i] = read_sum(session, h[i], count[i]);
-        printf("mpit: rank %d: %s %lu -> %lu (%d device(s))\n", rank, names[i], before[i],
+        printf("mpit: rank %d: %s %lu -> %lu (%d device(s))\n", rank, vars[i].name, before[i],
                after[i], count[i]);
-        if (rank < 2 && after[i] - before[i] < N) {
-            fprintf(stderr, "mpit: rank %d: %s moved by %lu, expected at least %d\n", rank,
-                    names[i], after[i] - before[i], N);
+        if (!expected(i, rank, before[i], after[i])) {
+            fprintf(stderr, "mpit: rank %d: %s went from %lu to %lu, not what %d ping-pongs "
+                    "imply\n", rank, vars[i].name, before[i], after[i], N);
             rc = 1;
         }
         MPI_T_pvar_handle_free(session, &h[i]);
