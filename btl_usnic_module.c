@@ -739,7 +739,11 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         }
     }
 
-    opal_btl_usnic_progress_sends(module);
+    if (!opal_list_is_empty(&module->pending_resend_segs) ||
+        !opal_list_is_empty(&module->endpoints_with_sends) ||
+        !opal_list_is_empty(&module->endpoints_that_need_acks)) {
+        opal_btl_usnic_progress_sends(module);
+    }
 
     if (usnic_component.peer_timeout > 0 && 0 == (usnic_component.progress_ticks & 1023)) {
         check_dead_peers(module, usnic_component.coarse_time);
