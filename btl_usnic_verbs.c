@@ -223,7 +223,7 @@ int opal_btl_usnic_verbs_channel_init(opal_btl_usnic_module_t *module, int index
     qia.send_cq = chan->cq;
     qia.recv_cq = chan->cq;
     qia.qp_type = IBV_QPT_UD;
-    qia.sq_sig_all = 1;
+    qia.sq_sig_all = 0;           /* sends ask for completions themselves */
     qia.cap.max_send_wr = sd_num;
     qia.cap.max_recv_wr = rd_num;
     qia.cap.max_send_sge = 1;
