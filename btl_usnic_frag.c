@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
 
 /* Local key of an item's registered payload (0 when built without a
  * registration cache, as the host tests of the engine do). */
@@ -117,8 +121,14 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     opal_btl_usnic_send_frag_t *frag;
     bool small = size <= module->max_frag_payload;
 
-    /* Every send starts here: the first one to a peer sets up its tables. */
+    /* Every send starts here: the first one to a peer sets up its tables.
+     * Without them nothing can go to that peer: fail the job, do not stall. */
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
+        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
+                       opal_process_info.nodename, module->dev_name,
+                       opal_get_proc_hostname(endpoint->proc->proc_opal),
+                       "send window and retransmit tables");
+        opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
         return NULL;
     }
     frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(small ? &module->small_send_frags

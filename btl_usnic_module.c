@@ -612,9 +612,6 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
 
     /* A send that asked for no completion gets one only when it failed. */
     if (OPAL_UNLIKELY(NULL == base)) {
-        if (IBV_WC_SUCCESS == wc->status) {
-            return;
-        }
         if (IBV_WC_WR_FLUSH_ERR == wc->status) {
             goto dead_qp;
         }
