@@ -203,6 +203,15 @@ fault_run() {
 }
 
 # verdict STATUS PASS-MSG FAIL-MSG: pass if STATUS is 0, else dp_fail
+# fault_init: builds both workloads and sets their default arguments: P2P, the sizes that
+# straddle every protocol boundary with at most 256 KiB per stream; MIX, none.
+fault_init() {
+    mpi_build p2p
+    mpi_build faultmix
+    P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
+    MIX=()
+}
+
 # fault_case LABEL KIND BOUND NETEM-ARGS...: netem NETEM-ARGS on the RoCE datagrams of both
 # hosts, then both workloads under it (fault_run): p2p with 1 rank per host and the arguments
 # in the caller's array P2P, faultmix with 3 per host and those in MIX (may be empty).

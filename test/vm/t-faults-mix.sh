@@ -23,11 +23,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"
-mpi_build p2p
-mpi_build faultmix
-P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
+fault_init
 
-MIX=()
 fault_case reorder reorder 60 delay 1ms reorder 25% 50%
 fault_case dup20% dup 60 duplicate 20%
 fault_case corrupt10% corrupt 90 corrupt 10%

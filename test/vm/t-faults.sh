@@ -26,12 +26,9 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"
-mpi_build p2p
-mpi_build faultmix
-P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
+fault_init
 P2P_LIGHT=(-s "0,1,722,723,4050,4051,16384,153544,153545" -W 8192)
 
-MIX=()
 fault_case none none 60 delay 0ms
 fault_case loss1% loss 60 loss 1%
 fault_case loss10% loss 90 loss 10%
