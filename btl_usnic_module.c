@@ -322,6 +322,19 @@ static int usnic_free(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des
     return OPAL_SUCCESS;
 }
 
+/* Move the PML's convertor past the n bytes a frag will pack later and
+ * return how many that really are: a send convertor stops only on element
+ * boundaries, so the frag must end where the convertor does, or the PML
+ * (which continues from the convertor's position) never sends the rest of
+ * a split element. */
+static size_t skip_data(opal_convertor_t *conv, size_t n)
+{
+    size_t start = conv->bConverted, pos = start + n;
+
+    opal_convertor_set_position(conv, &pos);
+    return pos - start;
+}
+
 static mca_btl_base_descriptor_t *usnic_prepare_src(mca_btl_base_module_t *btl,
                                                     mca_btl_base_endpoint_t *endpoint,
                                                     opal_convertor_t *conv, uint8_t order,
@@ -365,11 +378,8 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(mca_btl_base_module_t *btl,
         void *ptr = NULL;
         opal_convertor_get_current_pointer(conv, &ptr);
         frag->segs[1].seg_addr.pval = ptr;
+        *size = skip_data(conv, *size);
         frag->segs[1].seg_len = *size;
-        {
-            size_t pos = conv->bConverted + *size;
-            opal_convertor_set_position(conv, &pos);
-        }
     } else if (usnic_component.pack_lazy_threshold >= 0 &&
                *size >= (size_t) usnic_component.pack_lazy_threshold) {
         /* Pack chunk by chunk from a clone positioned here. */
@@ -378,9 +388,8 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(mca_btl_base_module_t *btl,
         opal_convertor_set_position(&frag->conv, &pos);
         frag->lazy = true;
         frag->segs[1].seg_addr.pval = NULL;
+        *size = skip_data(conv, *size);
         frag->segs[1].seg_len = *size;
-        pos += *size;
-        opal_convertor_set_position(conv, &pos);
     } else {
         struct iovec iov;
         uint32_t iov_count = 1;

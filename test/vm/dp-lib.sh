@@ -29,7 +29,8 @@ dp_run() {
 
 # dp_check PROG N OUT: the run of PROG with N ranks per host whose output is OUT
 #  - found no wrong data and verified everything it received,
-#  - on each host, every one of the N processes printed its usnic statistics, and together
+#  - on each host, every one of the N processes printed its usnic statistics (one line per
+#    device: DP_DEVS devices per host, default 1), and together
 #    their num_frag_recvs + num_chunk_recvs reach the program's lower bound for that host
 #    (the inter-host traffic went through usnic: the only other BTLs are self and vader),
 #  - exited with code 0.
@@ -46,15 +47,16 @@ dp_check() {
     for x in A B; do
         min=$(sed -nE "s/^$prog: host host$x min_usnic_dgrams_in ([0-9]+)$/\1/p" "$out")
         # (no process substitution: the guest has no /dev/fd)
-        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x rxe$x: " "$out" | awk '
+        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x rxe$x[0-9]*: " "$out" | awk '
             { for (i = 1; i <= NF; i++) {
                   split($i, kv, "=")
                   if (kv[1] == "num_frag_recvs" || kv[1] == "num_chunk_recvs") s += kv[2]
               }
               n++ }
             END { print s + 0, n + 0 }')"
-        if [ "$lines" != "$n" ]; then
-            dp_fail "$what: host$x: $lines usnic 'stats final' lines, expected $n (one per process)"
+        if [ "$lines" != "$((n * ${DP_DEVS:-1}))" ]; then
+            dp_fail "$what: host$x: $lines usnic 'stats final' lines, expected" \
+                "$((n * ${DP_DEVS:-1})) (one per process and device)"
         elif [ -z "$min" ] || [ "$min" -le 0 ]; then
             dp_fail "$what: the program printed no datagram bound for host$x"
         elif [ "$got" -lt "$min" ]; then
