@@ -101,6 +101,8 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
     ep->last_ack_time = usnic_component.coarse_time;
+    ep->prio_inflight = 0;
+    opal_btl_usnic_endpoint_size_window(ep, 1);
     return OPAL_SUCCESS;
 }
 
@@ -136,6 +138,13 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
 void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers)
 {
     uint32_t size = USNIC_TX_WINDOW_MAX;
+
+    /* The peer's priority queue also takes every peer's ACKs: fast-path
+     * sends may fill half of this endpoint's share, at least one buffer. */
+    ep->prio_window = npeers > 0 ? (uint32_t)(ep->remote.prio_rcv_depth / npeers / 2) : 0;
+    if (0 == ep->prio_window && ep->remote.prio_rcv_depth > 0) {
+        ep->prio_window = 1;
+    }
 
     if (ep->remote.rcv_depth > 0 && npeers > 0) {
         size = (uint32_t)(ep->remote.rcv_depth / npeers);

@@ -52,6 +52,10 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_t send_queue;             /* frags waiting for the wire */
     int send_credits;
     usnic_tx_window_t tx;
+    /* Fast-path segments go to the peer's small priority receive queue:
+     * at most prio_window of them may be unacknowledged at a time. */
+    uint32_t prio_inflight;
+    uint32_t prio_window;
     opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
     uint32_t tx_mask;                   /* slots in sent_segs and hotel rooms, minus 1 */
     opal_hotel_t hotel;

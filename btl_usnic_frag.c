@@ -37,6 +37,7 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->posted = 0;
     seg->hotel_room = -1;
     seg->ack_pending = false;
+    seg->prio = false;
     seg->on_resend_list = false;
     seg->frag = NULL;
     OBJ_CONSTRUCT(&seg->resend_li, opal_list_item_t);

@@ -61,6 +61,7 @@ typedef struct opal_btl_usnic_send_seg_t {
     int wqes;                       /* send-queue slots its completion returns */
     int hotel_room;                 /* -1 when not checked in */
     bool ack_pending;               /* sent, not yet ACKed */
+    bool prio;                      /* first sent on the priority channel */
     bool on_resend_list;
     opal_list_item_t resend_li;     /* link on the module's resend list */
 } opal_btl_usnic_send_seg_t;

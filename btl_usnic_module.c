@@ -902,7 +902,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     module->local_addr.version = USNIC_MODEX_VERSION;
     memcpy(module->local_addr.mac, module->if_mac, sizeof(module->if_mac));
     module->local_addr.if_mtu = (uint32_t) module->if_mtu;
-    module->local_addr.rcv_depth = (uint32_t) module->channels[USNIC_DATA_CHANNEL].rd_num;
+    opal_btl_usnic_module_publish_depths(module);
     memset(&module->stats, 0, sizeof(module->stats));
     /* Without its socket the module works, just unchecked (a warning was shown). */
     opal_btl_usnic_connectivity_listen(module);

@@ -137,6 +137,16 @@ static inline void opal_btl_usnic_module_tune_channels(opal_btl_usnic_module_t *
     m->fastsend_wqe_thresh = m->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
 }
 
+/* Publish the receive buffers peers may count on: each queue minus the
+ * buffers a repost batch may hold back. */
+static inline void opal_btl_usnic_module_publish_depths(opal_btl_usnic_module_t *m)
+{
+    m->local_addr.rcv_depth = (uint32_t)(m->channels[USNIC_DATA_CHANNEL].rd_num -
+                                         m->channels[USNIC_DATA_CHANNEL].repost_batch);
+    m->local_addr.prio_rcv_depth = (uint32_t)(m->channels[USNIC_PRIORITY_CHANNEL].rd_num -
+                                              m->channels[USNIC_PRIORITY_CHANNEL].repost_batch);
+}
+
 /* The endpoint a datagram's sender id names, or NULL. */
 static inline struct mca_btl_base_endpoint_t *
 opal_btl_usnic_lookup_sender(opal_btl_usnic_module_t *m, uint64_t id)

@@ -127,12 +127,15 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_en
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
 
-    /* Never overtake queued frags, and leave room for ACKs. */
+    /* Never overtake queued frags, leave send slots for ACKs, and never send
+     * more than the peer's priority queue has buffers for. */
     if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
         !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
-        ep->failed) {
+        ep->prio_inflight >= ep->prio_window || ep->failed) {
         return false;
     }
+    frag->seg.prio = true;
+    ++ep->prio_inflight;
     send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
     ++module->stats.num_fast_sends;
     return true;
@@ -347,6 +350,10 @@ void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_se
         seg->on_resend_list = false;
     }
     seg->ack_pending = false;
+    if (seg->prio) {
+        seg->prio = false;
+        --ep->prio_inflight;
+    }
     if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
         opal_free_list_return(&module->chunk_segs,
                               &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);

@@ -51,7 +51,7 @@ typedef struct {
 } usnic_btl_chunk_header_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 1
+#define USNIC_MODEX_VERSION 2
 typedef struct {
     uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
     uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */
@@ -65,12 +65,13 @@ typedef struct {
     uint16_t version;           /* USNIC_MODEX_VERSION */
     uint8_t mac[6];
     uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
-    uint32_t rcv_depth;         /* receive buffers of the data channel */
+    uint32_t rcv_depth;         /* receive buffers a sender may count on, data channel */
+    uint32_t prio_rcv_depth;    /* the same for the priority channel */
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
-_Static_assert(sizeof(usnic_modex_addr_t) == 64, "modex record must be 64 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
  * padded to its size; the ACK repeats that size. */

@@ -113,6 +113,11 @@ typedef struct world {
     unsigned per_step;          /* datagrams delivered per step */
     uint32_t rng;               /* xorshift32 state */
     uint64_t net_delivered, net_dropped, net_duplicated, net_held;
+    /* datagrams that found no posted receive buffer and were dropped */
+    uint64_t net_overflows;
+    /* hold datagrams back while their receive queue is empty instead of
+     * dropping them (kinder than hardware: a test that sets it says why) */
+    bool hold_when_full;
     /* datagrams written into receive buffers, by receiving side */
     uint64_t delivered_data[2], delivered_acks[2];
     uint64_t steps, timeout_rounds;

@@ -1967,3 +1967,35 @@ USNIC_TEST(engine_ack_every_16)
     world_fini(w);
     return 0;
 }
+
+/* 240 small sends to a peer that does not poll: as many as its priority
+ * queue has buffers for take the fast path, the rest wait in the send
+ * window for the data channel, and nothing arrives at an empty receive
+ * queue (which the fake device, like hardware, drops). */
+USNIC_TEST(engine_priority_queue_never_overflows)
+{
+    world_t *w = world_new(40, 41);
+    opal_btl_usnic_endpoint_t *a;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    check(a->prio_window > 0 && a->prio_window < 127);
+    for (int i = 0; i < 240; ++i) {
+        check(NULL != world_send(w, SIDE_A, 64, SEND_SENDI));
+        world_progress(w, SIDE_A);
+        world_net_step(w);
+    }
+    for (int i = 0; i < 200; ++i) {                 /* B still does not poll */
+        world_progress(w, SIDE_A);
+        world_net_step(w);
+    }
+    check_int_eq(w->net_overflows, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_sends, a->prio_window);
+    check_int_eq(world_run(w, 20000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_int_eq(w->net_overflows, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
