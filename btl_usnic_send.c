@@ -179,10 +179,14 @@ static void lazy_pack(opal_btl_usnic_send_frag_t *frag, uint8_t *dst, size_t n)
     }
 }
 
+typedef enum { CHUNK_SENT, CHUNK_LAST, CHUNK_NO_BUFFER } chunk_result_t;
+
 /* Copy the next chunk of a large frag into a chunk segment and send it.
- * Returns true when that was the last chunk. */
-static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_frag_t *frag)
+ * CHUNK_NO_BUFFER when no chunk buffer can be had (registered memory
+ * exhausted): chunks come back as the peer ACKs the ones in flight. */
+static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
+                                      opal_btl_usnic_endpoint_t *ep,
+                                      opal_btl_usnic_send_frag_t *frag)
 {
     opal_btl_usnic_chunk_t *chunk;
     usnic_btl_chunk_header_t *ch;
@@ -194,7 +198,8 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
 
     chunk = (opal_btl_usnic_chunk_t *) opal_free_list_get(&module->chunk_segs);
     if (OPAL_UNLIKELY(NULL == chunk)) {
-        return false; /* try again next pass */
+        ++module->stats.num_chunk_stalls;
+        return CHUNK_NO_BUFFER;
     }
     if (0 == frag->frag_id) {
         frag->frag_id = ep->next_frag_id++;
@@ -239,35 +244,40 @@ static bool send_next_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     ++frag->segs_unacked;
     send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
     ++module->stats.num_chunk_sends;
-    return frag->sent_offset >= frag->size;
+    return frag->sent_offset >= frag->size ? CHUNK_LAST : CHUNK_SENT;
 }
 
-/* Send one segment of the endpoint's head frag. */
-static void send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+/* Send one segment of the endpoint's head frag; false if nothing could be
+ * sent for lack of a chunk buffer. */
+static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_send_frag_t *frag =
         usnic_container_of(opal_list_get_first(&ep->send_queue), opal_btl_usnic_send_frag_t,
                            queue_li);
-    bool last;
+    chunk_result_t res;
 
     if (USNIC_FRAG_SMALL == frag->type) {
         send_small_frag(module, ep, frag, USNIC_DATA_CHANNEL);
-        last = true;
+        res = CHUNK_LAST;
     } else {
         /* Keep reassembly slots unique at the receiver (see USNIC_RX_FRAG_SLOTS). */
         if (0 == frag->frag_id && ep->active_large_frags >= USNIC_RX_FRAG_SLOTS) {
             opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
             ep->on_sends_list = false;
-            return;
+            return true;
         }
-        last = send_next_chunk(module, ep, frag);
+        res = send_next_chunk(module, ep, frag);
+        if (CHUNK_NO_BUFFER == res) {
+            return false;
+        }
     }
-    if (last) {
+    if (CHUNK_LAST == res) {
         opal_list_remove_item(&ep->send_queue, &frag->queue_li);
         frag->queued = false;
         opal_btl_usnic_frag_local_done(module, frag);
         opal_btl_usnic_frag_return_if_done(module, frag);
     }
+    return true;
 }
 
 /* Timed-out segments go out again, a bounded number per pass so that
@@ -323,7 +333,11 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
             ep->on_sends_list = false;
             continue;
         }
-        send_from_queue(module, ep);
+        if (OPAL_UNLIKELY(!send_from_queue(module, ep))) {
+            /* Out of chunk buffers: try again on a later pass, when ACKs
+             * have returned some, rather than spin here. */
+            break;
+        }
         if (!ep->on_sends_list) {
             continue;
         }

@@ -39,7 +39,8 @@
     X(num_recv_reposts, "receive buffers reposted")                           \
     X(pml_module_sends, "fragments the PML gave us")                          \
     X(pml_send_callbacks, "send completions reported to the PML")            \
-    X(num_puts, "emulated PUTs started")
+    X(num_puts, "emulated PUTs started")                                     \
+    X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left")
 
 typedef struct {
 #define USNIC_STATS_FIELD(name, desc) uint64_t name;
