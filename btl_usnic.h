@@ -92,6 +92,9 @@ typedef struct opal_btl_usnic_component_t {
     /* random numbers for sequence numbers and the Q_Key */
     opal_rng_buff_t rng;
 
+    /* memory the modules set up so far register at start (bytes) */
+    size_t locked_planned;
+
     /* device contexts opened by the scan, closed at component close */
     opal_btl_usnic_context_t *contexts;
     int num_contexts;

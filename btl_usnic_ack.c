@@ -114,7 +114,7 @@ static void ack_done(opal_btl_usnic_endpoint_t *ep)
 void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
     if (ep->on_acks_list) {
-        hdr->ack_seq = usnic_rx_ack_value(&ep->rx);
+        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
         ack_done(ep);
     } else {
@@ -154,7 +154,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->payload_len = 0;
         hdr->put_addr = 0;
         hdr->ack_present = 1;
-        hdr->ack_seq = usnic_rx_ack_value(&ep->rx);
+        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {

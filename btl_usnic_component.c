@@ -14,7 +14,6 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,19 +118,6 @@ static int usnic_component_close(void)
     c->filter = NULL;
     c->num_modules = 0;
     return OPAL_SUCCESS;
-}
-
-/* Registered memory must be allowed to grow. */
-static bool memlock_ok(void)
-{
-    struct rlimit rl;
-    if (0 != getrlimit(RLIMIT_MEMLOCK, &rl) || RLIM_INFINITY == rl.rlim_cur ||
-        rl.rlim_cur > 64 * 1024) {
-        return true;
-    }
-    opal_show_help("help-mpi-btl-usnic.txt", "check_reg_mem_basics fail", true,
-                   opal_process_info.nodename, (unsigned long) rl.rlim_cur);
-    return false;
 }
 
 /* Fill the netdev facts of a module from OPAL's interface list. */
@@ -245,9 +231,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
                       opal_process_info.nodename);
         return NULL;
     }
-    if (!memlock_ok()) {
-        return NULL;
-    }
+    /* each module checks the locked-memory limit for what it registers */
+    c->locked_planned = 0;
 
     c->my_hashed_name = opal_btl_usnic_hash_name(&opal_proc_local_get()->proc_name);
     opal_srand(&c->rng, (uint32_t)(getpid() ^ (uint32_t) time(NULL) ^ (uint32_t) c->my_hashed_name));

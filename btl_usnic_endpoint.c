@@ -98,6 +98,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     account(ep, sizeof(*ep) + USNIC_WINDOW_SIZE / 8);
     usnic_tx_window_init(&ep->tx, module->isn, USNIC_TX_WINDOW_MAX);
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
+    ep->rx_acked = (uint16_t)(remote->isn - 1);
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
     ep->last_ack_time = usnic_component.coarse_time;
@@ -175,12 +176,14 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
         opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;
     }
-    /* Frags never (fully) sent: forget their unsent segments. */
+    /* Frags never (fully) sent: forget their unsent segments, and tell the
+     * PML they failed (it may wait for their callbacks). */
     while (NULL != (li = opal_list_remove_first(&ep->send_queue))) {
         opal_btl_usnic_send_frag_t *frag = usnic_container_of(li, opal_btl_usnic_send_frag_t,
                                                               queue_li);
         /* Only what was sent is counted in segs_unacked. */
         frag->queued = false;
+        opal_btl_usnic_frag_abort(module, frag);
         if (0 == frag->segs_unacked && USNIC_FRAG_LARGE == frag->type && 0 != frag->frag_id) {
             --ep->active_large_frags;
         }

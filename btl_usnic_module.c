@@ -10,6 +10,7 @@
 #include "opal_config.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "opal/util/proc.h"
 #include "opal/util/error.h"
 #include "opal/util/show_help.h"
+#include "opal/util/sys_limits.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
@@ -268,6 +270,22 @@ static void release_endpoint(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     }
 }
 
+/* Whether any module still has an endpoint (procs left without one, after
+ * an MTU mismatch or with no pairing, do not count). */
+static bool endpoints_left(void)
+{
+    opal_btl_usnic_proc_t *up;
+
+    OPAL_LIST_FOREACH (up, &usnic_component.procs, opal_btl_usnic_proc_t) {
+        for (int i = 0; i < usnic_component.num_modules; ++i) {
+            if (NULL != up->endpoints[i]) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static int usnic_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                            mca_btl_base_endpoint_t **peers)
 {
@@ -283,7 +301,7 @@ static int usnic_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
     /* Deleting every peer is part of MPI_Finalize (ob1 deletes procs only
      * there): stop timers and the checker thread while the job is still
      * whole, and print the final statistics. */
-    if (opal_list_is_empty(&usnic_component.procs)) {
+    if (!endpoints_left()) {
         opal_btl_usnic_component_quiesce();
     }
     return OPAL_SUCCESS;
@@ -624,7 +642,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
         if (IBV_WC_WR_FLUSH_ERR == wc->status) {
             goto dead_qp;
         }
-        ++module->stats.num_crc_errors;
+        ++module->stats.num_send_errors;
         return;
     }
     if (USNIC_SEG_RECV == base->type) {
@@ -637,7 +655,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
         if (IBV_WC_WR_FLUSH_ERR == wc->status) {
             goto dead_qp;
         }
-        ++module->stats.num_crc_errors;
+        ++module->stats.num_recv_errors;
         rseg->wr.next = NULL;
         *module->channels[channel].repost_tail = &rseg->wr;
         module->channels[channel].repost_tail = &rseg->wr.next;
@@ -650,7 +668,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
             goto dead_qp;
         }
         /* A lost send is recovered by the retransmit timer. */
-        ++module->stats.num_crc_errors;
+        ++module->stats.num_send_errors;
     }
     {
         opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
@@ -763,6 +781,49 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 /* ------------------------------------------------------------------ */
 /* set-up and tear-down                                                */
 
+/* Buffers every free list starts with. */
+#define USNIC_SMALL_FRAGS_INIT 128
+#define USNIC_CHUNKS_INIT 256
+#define USNIC_ACKS_INIT 128
+#define USNIC_ACK_BUF 64
+
+/* Bytes a free list of n buffers of len bytes registers (each buffer
+ * cache-line aligned, the slab rounded to pages). */
+static size_t slab_bytes(size_t n, size_t len)
+{
+    size_t line = (size_t) opal_cache_line_size, page = (size_t) opal_getpagesize();
+
+    return (n * ((len + line - 1) / line * line) + page - 1) / page * page + page;
+}
+
+/* Memory the module registers when it starts: the receive buffers of both
+ * channels and the first buffers of the send free lists. */
+static size_t startup_locked_bytes(uint32_t data_mtu, uint32_t prio_mtu, int rd, int prd)
+{
+    return slab_bytes((size_t) rd, USNIC_GRH_LEN + data_mtu) +
+           slab_bytes((size_t) prd, USNIC_GRH_LEN + prio_mtu) +
+           slab_bytes(USNIC_SMALL_FRAGS_INIT, data_mtu) + slab_bytes(USNIC_CHUNKS_INIT, data_mtu) +
+           slab_bytes(USNIC_ACKS_INIT, USNIC_ACK_BUF);
+}
+
+/* Whether the locked-memory limit leaves room for this module's start-up
+ * registrations on top of those of the modules set up before it. */
+static bool memlock_allows(opal_btl_usnic_module_t *module, size_t need)
+{
+    struct rlimit rl;
+
+    if (opal_btl_usnic_may_lock_unlimited() || 0 != getrlimit(RLIMIT_MEMLOCK, &rl) ||
+        RLIM_INFINITY == rl.rlim_cur ||
+        usnic_component.locked_planned + need <= (size_t) rl.rlim_cur) {
+        usnic_component.locked_planned += need;
+        return true;
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "locked memory too low", true,
+                   opal_process_info.nodename, module->dev_name, (unsigned long) need,
+                   (unsigned long) usnic_component.locked_planned, (unsigned long) rl.rlim_cur);
+    return false;
+}
+
 static int clamp_depth(int requested, int dflt, int max)
 {
     int v = requested > 0 ? requested : dflt;
@@ -793,6 +854,28 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
                        strerror(errno));
         return OPAL_ERROR;
     }
+    /* Payload sizes follow the port's active MTU. */
+    prio_mtu = 768;
+    if (usnic_component.priority_limit > 0) {
+        prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
+    }
+    if (prio_mtu > data_mtu) {
+        prio_mtu = data_mtu;
+    }
+    module->max_frag_payload = data_mtu - sizeof(usnic_btl_header_t);
+    module->max_chunk_payload = data_mtu - sizeof(usnic_btl_chunk_header_t);
+    module->max_tiny_payload = prio_mtu - sizeof(usnic_btl_header_t);
+
+    sd = clamp_depth(usnic_component.sd_num, 1024, da->max_qp_wr);
+    rd = clamp_depth(usnic_component.rd_num, 1024, da->max_qp_wr);
+    psd = clamp_depth(usnic_component.prio_sd_num, 127, da->max_qp_wr);
+    prd = clamp_depth(usnic_component.prio_rd_num, 127, da->max_qp_wr);
+
+    if (!memlock_allows(module, startup_locked_bytes(data_mtu, prio_mtu, rd, prd))) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    module->reg_bytes = 0;
+    module->reg_failure_shown = false;
     module->pd = ibv_alloc_pd(module->context);
     if (NULL == module->pd) {
         opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
@@ -814,23 +897,6 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
                        "registration cache creation", usnic_component.rcache_name);
         goto fail_pd;
     }
-
-    /* Payload sizes follow the port's active MTU. */
-    prio_mtu = 768;
-    if (usnic_component.priority_limit > 0) {
-        prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
-    }
-    if (prio_mtu > data_mtu) {
-        prio_mtu = data_mtu;
-    }
-    module->max_frag_payload = data_mtu - sizeof(usnic_btl_header_t);
-    module->max_chunk_payload = data_mtu - sizeof(usnic_btl_chunk_header_t);
-    module->max_tiny_payload = prio_mtu - sizeof(usnic_btl_header_t);
-
-    sd = clamp_depth(usnic_component.sd_num, 1024, da->max_qp_wr);
-    rd = clamp_depth(usnic_component.rd_num, 1024, da->max_qp_wr);
-    psd = clamp_depth(usnic_component.prio_sd_num, 127, da->max_qp_wr);
-    prd = clamp_depth(usnic_component.prio_rd_num, 127, da->max_qp_wr);
 
     rc = opal_btl_usnic_verbs_channel_init(module, USNIC_PRIORITY_CHANNEL, psd, prd,
                                            clamp_depth(usnic_component.cq_num, psd + prd,
@@ -857,18 +923,19 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     }
 
     rc = init_free_list(module, &module->small_send_frags, sizeof(opal_btl_usnic_send_frag_t),
-                        OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, 128, 128,
-                        opal_btl_usnic_small_frag_init, NULL);
+                        OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, USNIC_SMALL_FRAGS_INIT,
+                        USNIC_SMALL_FRAGS_INIT, opal_btl_usnic_small_frag_init, NULL);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->large_send_frags, sizeof(opal_btl_usnic_send_frag_t),
                           OBJ_CLASS(opal_btl_usnic_send_frag_t), 0, 16, 16, NULL, NULL);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->chunk_segs, sizeof(opal_btl_usnic_chunk_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, 256, 256,
-                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_CHUNK);
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, USNIC_CHUNKS_INIT,
+                          USNIC_CHUNKS_INIT, opal_btl_usnic_chunk_init,
+                          (void *)(uintptr_t) USNIC_SEG_CHUNK);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->ack_segs, sizeof(opal_btl_usnic_ack_item_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), 64, 128, 64,
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), USNIC_ACK_BUF, USNIC_ACKS_INIT, 64,
                           opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_ACK);
     if (OPAL_SUCCESS != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,

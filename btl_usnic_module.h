@@ -78,6 +78,8 @@ typedef struct opal_btl_usnic_module_t {
 
     struct ibv_pd *pd;
     mca_rcache_base_module_t *rcache;
+    size_t reg_bytes;               /* registered through the rcache now */
+    bool reg_failure_shown;         /* the help message for a failed registration */
     opal_btl_usnic_channel_t channels[USNIC_NUM_CHANNELS];
 
     /* payload sizes */

@@ -93,10 +93,14 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
     }
 
     p = OBJ_NEW(opal_btl_usnic_proc_t);
-    p->match = malloc(usnic_component.num_modules * sizeof(*p->match));
-    p->endpoints = calloc(usnic_component.num_modules, sizeof(*p->endpoints));
+    if (NULL != p) {
+        p->match = malloc(usnic_component.num_modules * sizeof(*p->match));
+        p->endpoints = calloc(usnic_component.num_modules, sizeof(*p->endpoints));
+    }
     if (NULL == p || NULL == p->match || NULL == p->endpoints) {
-        OBJ_RELEASE(p);
+        if (NULL != p) {
+            OBJ_RELEASE(p);
+        }
         free(modex);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

@@ -104,6 +104,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         slot->bytes_left = ch->frag_size;
         slot->put_addr = ch->hdr.put_addr;
         slot->tag = ch->hdr.tag;
+        slot->discard = false;
         slot->first_seq = (uint16_t)(ch->hdr.pkt_seq - index);
         break;
     case USNIC_CHUNK_FITS:
@@ -111,13 +112,12 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
             ++module->stats.num_badfrag_recvs;
             return false;
         }
-        /* The target may have been deregistered since the first chunk. */
-        if (0 != slot->put_addr &&
+        /* The target may have been deregistered since the first chunk: the
+         * rest of the PUT is accepted (so that the sender's window moves on)
+         * but not written, and counted. */
+        if (0 != slot->put_addr && !slot->discard &&
             !opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset, len)) {
-            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
-            slot->frag_id = 0;
-            slot->buf = NULL;
-            return false;
+            slot->discard = true;
         }
         break;
     }
@@ -125,7 +125,11 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         ++module->stats.num_badfrag_recvs;
         return false;
     }
-    memcpy(slot->buf + ch->frag_offset, payload, len);
+    if (OPAL_UNLIKELY(slot->discard)) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+    } else {
+        memcpy(slot->buf + ch->frag_offset, payload, len);
+    }
     slot->bytes_left -= len;
     usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
     if (0 == slot->bytes_left) {
@@ -216,7 +220,8 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         }
     }
     {
-        uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx.next_contig + 1);
+        /* from the last ACK sent to the highest sequence received */
+        uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx_acked);
         if (depth > module->stats.max_rcvd_window_size) {
             module->stats.max_rcvd_window_size = depth;
         }

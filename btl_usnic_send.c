@@ -109,6 +109,26 @@ void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
     }
 }
 
+void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    if (!frag->local_done) {
+        frag->local_done = true;
+        if (0 == frag->put_addr && NULL != frag->base.des_cbfunc) {
+            ++module->stats.pml_send_callbacks;
+            frag->base.des_cbfunc(&module->super, ep, &frag->base, OPAL_ERR_UNREACH);
+        }
+    }
+    /* A PUT with segments in flight completes when they are released. */
+    if (0 != frag->put_addr && NULL != frag->put_cb && 0 == frag->segs_unacked) {
+        mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
+        frag->put_cb = NULL;
+        cb(&module->super, ep, frag->put_local, NULL, frag->put_context, frag->put_cbdata,
+           OPAL_ERR_UNREACH);
+    }
+}
+
 /* A small frag is one datagram: header and payload already in place. */
 static void send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                             opal_btl_usnic_send_frag_t *frag, int channel)

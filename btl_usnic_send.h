@@ -36,6 +36,10 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
 void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
                                     opal_btl_usnic_send_frag_t *frag);
 
+/* A queued frag will never be (fully) sent (its endpoint goes away): its
+ * PML callback, if not yet run, reports OPAL_ERR_UNREACH. */
+void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
+
 /* A segment is acknowledged (called by the ACK code). */
 void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg);
 

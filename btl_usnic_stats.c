@@ -100,7 +100,8 @@ void opal_btl_usnic_stats_register_pvars(void)
     register_pvar("max_sent_window_size", "Most segments unacknowledged toward one peer",
                   MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
                   offsetof(opal_btl_usnic_stats_t, max_sent_window_size));
-    register_pvar("max_rcvd_window_size", "Deepest out-of-order receive window seen",
+    register_pvar("max_rcvd_window_size", "Deepest receive window seen: segments from one peer "
+                  "up to the highest received that were not yet acknowledged to it",
                   MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
                   offsetof(opal_btl_usnic_stats_t, max_rcvd_window_size));
     register_pvar("endpoints", "Peers this device has an endpoint for",

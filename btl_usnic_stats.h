@@ -32,7 +32,8 @@
     X(num_oow_high_recvs, "datagrams above the receive window dropped")      \
     X(num_badfrag_recvs, "chunks dropped: reassembly slot busy or mismatched") \
     X(num_bad_recvs, "malformed datagrams dropped")                           \
-    X(num_crc_errors, "receive completions with an error status")            \
+    X(num_recv_errors, "receive completions with an error status (datagram lost)") \
+    X(num_send_errors, "send completions with an error status (datagram not sent)") \
     X(num_old_dup_acks, "old ACKs ignored")                                   \
     X(num_dup_acks, "duplicate ACKs")                                         \
     X(num_bogus_acks, "ACKs for sequences never sent, ignored")              \

@@ -146,3 +146,23 @@ void opal_btl_usnic_snprintf_mac(char *out, size_t size, const uint8_t mac[6])
     snprintf(out, size, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4],
              mac[5]);
 }
+
+bool opal_btl_usnic_may_lock_unlimited(void)
+{
+    char line[256];
+    bool yes = false;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (NULL == f) {
+        return false;
+    }
+    while (NULL != fgets(line, sizeof(line), f)) {
+        unsigned long long caps;
+        if (1 == sscanf(line, "CapEff: %llx", &caps)) {
+            yes = 0 != (caps & (1ULL << 14)); /* CAP_IPC_LOCK */
+            break;
+        }
+    }
+    fclose(f);
+    return yes;
+}

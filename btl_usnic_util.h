@@ -34,5 +34,9 @@ uint32_t opal_btl_usnic_prefix_to_mask(uint32_t prefix);
 void opal_btl_usnic_snprintf_ipv4(char *out, size_t size, uint32_t ipv4, uint32_t prefix);
 void opal_btl_usnic_snprintf_mac(char *out, size_t size, const uint8_t mac[6]);
 
+/* True if this process may lock memory beyond RLIMIT_MEMLOCK (it has
+ * CAP_IPC_LOCK, as root usually does). */
+bool opal_btl_usnic_may_lock_unlimited(void);
+
 END_C_DECLS
 #endif /* BTL_USNIC_UTIL_H */

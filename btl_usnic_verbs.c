@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "opal/constants.h"
 #include "opal/mca/event/event.h"
@@ -482,20 +483,31 @@ int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,
 
     ureg->mr = ibv_reg_mr(module->pd, base, size, IBV_ACCESS_LOCAL_WRITE);
     if (NULL == ureg->mr) {
-        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_reg_mr",
-                       strerror(errno));
+        /* The component goes on with the buffers it has: say so once. */
+        if (!module->reg_failure_shown) {
+            struct rlimit rl;
+            char limit[32] = "unlimited";
+            if (0 == getrlimit(RLIMIT_MEMLOCK, &rl) && RLIM_INFINITY != rl.rlim_cur) {
+                snprintf(limit, sizeof(limit), "%lu bytes", (unsigned long) rl.rlim_cur);
+            }
+            module->reg_failure_shown = true;
+            opal_show_help("help-mpi-btl-usnic.txt", "registration failed", true,
+                           opal_process_info.nodename, module->dev_name, (unsigned long) size,
+                           (unsigned long) module->reg_bytes, limit, strerror(errno));
+        }
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    module->reg_bytes += size;
     return OPAL_SUCCESS;
 }
 
 int opal_btl_usnic_verbs_dereg_mem(void *reg_data, mca_rcache_base_registration_t *reg)
 {
     opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
-    (void) reg_data;
+    opal_btl_usnic_module_t *module = reg_data;
 
     if (NULL != ureg->mr) {
+        module->reg_bytes -= ureg->mr->length;
         ibv_dereg_mr(ureg->mr);
         ureg->mr = NULL;
     }

@@ -131,6 +131,7 @@ typedef struct {
     uint8_t *buf;               /* reassembly buffer (sends) or put target */
     uint16_t first_seq;         /* sequence number of the fragment's chunk 0 */
     uint8_t tag;
+    bool discard;               /* PUT target gone: accept the rest, write nothing */
 } usnic_rx_frag_t;
 
 typedef enum {

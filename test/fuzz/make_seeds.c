@@ -160,7 +160,7 @@ static const char *quiet_except(world_t *w, const char *allowed)
         {"bad", s->num_bad_recvs},         {"unk", s->num_unk_recvs},
         {"badfrag", s->num_badfrag_recvs}, {"dup", s->num_dup_recvs},
         {"oow_low", s->num_oow_low_recvs}, {"oow_high", s->num_oow_high_recvs},
-        {"crc", s->num_crc_errors},        {"bogus_acks", s->num_bogus_acks},
+        {"recv_err", s->num_recv_errors},        {"bogus_acks", s->num_bogus_acks},
     };
 
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); ++i) {
@@ -346,7 +346,7 @@ static const char *chk_malformed(world_t *w)
     EXPECT(8 == STATS(SIDE_B)->num_bad_recvs, "%llu bad datagrams",
            (unsigned long long) STATS(SIDE_B)->num_bad_recvs);
     EXPECT(1 == STATS(SIDE_B)->num_unk_recvs, "unknown sender not counted");
-    EXPECT(1 == STATS(SIDE_B)->num_crc_errors, "oversized datagram not counted");
+    EXPECT(1 == STATS(SIDE_B)->num_recv_errors, "oversized datagram not counted");
     EXPECT(0 == STATS(SIDE_B)->num_frag_recvs + STATS(SIDE_B)->num_chunk_recvs +
                     STATS(SIDE_B)->num_ack_recvs,
            "a malformed datagram was accepted");

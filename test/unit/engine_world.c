@@ -998,12 +998,12 @@ const char *world_verify_counters(world_t *w)
                  (unsigned long long) (tx->num_frag_sends + tx->num_chunk_sends));
         }
         if (0 != rx->num_bad_recvs || 0 != rx->num_unk_recvs || 0 != rx->num_badfrag_recvs ||
-            0 != rx->num_crc_errors || 0 != tx->num_bogus_acks) {
+            0 != rx->num_recv_errors || 0 != tx->num_bogus_acks) {
             FAIL("side %c: %llu bad, %llu unknown, %llu bad chunks, %llu receive errors, "
                  "side %c: %llu bogus ACKs", 'A' + s, (unsigned long long) rx->num_bad_recvs,
                  (unsigned long long) rx->num_unk_recvs,
                  (unsigned long long) rx->num_badfrag_recvs,
-                 (unsigned long long) rx->num_crc_errors, 'B' - s,
+                 (unsigned long long) rx->num_recv_errors, 'B' - s,
                  (unsigned long long) tx->num_bogus_acks);
         }
         if (tx->num_total_sends != tx->num_frag_sends + tx->num_chunk_sends + tx->num_ack_sends +

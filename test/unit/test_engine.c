@@ -937,13 +937,13 @@ USNIC_TEST(engine_malformed)
     FRAG(4065);
     check_int_eq(fake_deliver(data_qpn, &p, 32 + 4065), FAKE_RX_OK);
     world_progress(w, SIDE_B);
-    check_int_eq(sb->num_crc_errors, 1);
+    check_int_eq(sb->num_recv_errors, 1);
     check_int_eq(fake_dev.rx_len_errors, 1);
     /* any other receive error */
     FRAG(10);
     check_int_eq(fake_deliver_raw(data_qpn, &p, 42, 42, IBV_WC_GENERAL_ERR), FAKE_RX_OK);
     world_progress(w, SIDE_B);
-    check_int_eq(sb->num_crc_errors, 2);
+    check_int_eq(sb->num_recv_errors, 2);
     /* far outside the receive window, either side */
     FRAG(10);
     p.hdr.pkt_seq = 100 + USNIC_WINDOW_SIZE;
@@ -1728,7 +1728,8 @@ USNIC_TEST(engine_send_completion_error)
     fake_dev.hold_send_completions = false;
     fake_release_send_completions(IBV_WC_GENERAL_ERR);
     check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
-    check_int_eq(STATS(w, SIDE_A)->num_crc_errors, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_send_errors, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_recv_errors, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
     check_all_delivered(w);
     world_fini(w);
@@ -2037,6 +2038,123 @@ USNIC_TEST(engine_chunk_buffers_exhausted)
     check_all_delivered(w);
     check(STATS(w, SIDE_A)->num_chunk_stalls > 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* del_procs while frags wait in the send queue (the peer stopped
+ * acknowledging): every send still gets exactly one completion callback,
+ * the ones never sent with OPAL_ERR_UNREACH, and every PUT its completion. */
+USNIC_TEST(engine_flush_reports_unsent)
+{
+    world_t *w = world_new(11, 12);
+    uint8_t *src = calloc(1, 20000);
+    put_rec_t *put;
+    size_t unreach = 0;
+
+    check(NULL != w && NULL != src);
+    w->paused = true;                       /* nothing reaches B, no ACK comes */
+    for (int i = 0; i < 400; ++i) {
+        check(NULL != world_send(w, SIDE_A, 2000 + (size_t) i, SEND_PREPARE));
+    }
+    check(NULL != world_send(w, SIDE_A, 100000, SEND_PREPARE));
+    put = world_put(w, SIDE_A, src, 0x1000, 20000);
+    check_int_eq(put->rc, OPAL_SUCCESS);
+    for (int i = 0; i < 20; ++i) {
+        world_progress(w, SIDE_A);
+    }
+    check(!opal_list_is_empty(&w->ep[SIDE_A]->send_queue));
+    world_del_procs(w, SIDE_A);
+    for (size_t i = 0; i < w->nsent; ++i) {
+        sent_msg_t *m = w->sent[i];
+        check_int_eq(m->callbacks, 1);
+        unreach += OPAL_ERR_UNREACH == m->cb_status;
+    }
+    check(unreach > 0);
+    check_int_eq(put->callbacks, 1);
+    check_int_eq(put->status, OPAL_ERR_UNREACH);
+    w->paused = false;
+    world_fini(w);
+    free(src);
+    return 0;
+}
+
+/* A PUT target deregistered while the PUT's chunks arrive: the rest is
+ * accepted and counted, not written, and the sender's window moves on
+ * (before, every remaining chunk was refused until the peer timeout). */
+USNIC_TEST(engine_put_target_deregistered_midway)
+{
+    world_t *w = world_new(21, 22);
+    size_t len = 400000;
+    uint8_t *dst = malloc(len), *src = malloc(len);
+    mca_btl_base_registration_handle_t *h;
+    put_rec_t *put;
+    size_t written = 0;
+
+    check(NULL != w && NULL != dst && NULL != src);
+    usnic_component.max_short_packets = 0;
+    memset(dst, 0, len);
+    memset(src, 0x42, len);
+    h = world_register(w, SIDE_B, dst, len, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+    check(NULL != h);
+    w->per_step = 1;
+    put = world_put(w, SIDE_A, src, (uint64_t)(uintptr_t) dst, len);
+    check_int_eq(put->rc, OPAL_SUCCESS);
+    for (int i = 0; i < 400 && STATS(w, SIDE_B)->num_chunk_recvs < 2; ++i) {
+        world_step(w);
+    }
+    check(STATS(w, SIDE_B)->num_chunk_recvs >= 2);
+    world_deregister(w, SIDE_B, h);
+    check_int_eq(world_run(w, 5000, false), WORLD_QUIET);
+    check_int_eq(put->callbacks, 1);
+    check_int_eq(put->status, OPAL_SUCCESS);
+    check(STATS(w, SIDE_B)->num_bad_recvs > 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    for (size_t i = 0; i < len; ++i) {
+        written += 0x42 == dst[i];
+    }
+    check(written > 0 && written < len);
+    world_fini(w);
+    free(dst);
+    free(src);
+    return 0;
+}
+
+/* The receive window counter reports in-order traffic too: segments from
+ * the last ACK sent up to the highest received. */
+USNIC_TEST(engine_rcvd_window_in_order)
+{
+    world_t *w = world_new(31, 32);
+
+    check(NULL != w);
+    for (int i = 0; i < 64; ++i) {
+        check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 5000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check(STATS(w, SIDE_B)->max_rcvd_window_size >= 16);
+    check(STATS(w, SIDE_B)->max_rcvd_window_size <= 64);
+    world_fini(w);
+    return 0;
+}
+
+/* A peer left without an endpoint (its device's MTU differed, or no device
+ * paired with it) does not keep the last del_procs from quiescing the
+ * component (final statistics, timers, the connectivity thread). */
+USNIC_TEST(engine_quiesce_with_unpaired_peer)
+{
+    world_t *w = world_new(5, 6);
+    opal_btl_usnic_proc_t *unpaired = OBJ_NEW(opal_btl_usnic_proc_t);
+
+    check(NULL != w && NULL != unpaired);
+    unpaired->endpoints = calloc(2, sizeof(*unpaired->endpoints));
+    check(NULL != unpaired->endpoints);
+    opal_list_append(&usnic_component.procs, &unpaired->super);
+    check(!usnic_component.quiesced);
+    world_del_procs(w, SIDE_A);
+    check(!usnic_component.quiesced);           /* B still has its endpoint */
+    world_del_procs(w, SIDE_B);
+    check(usnic_component.quiesced);
     world_fini(w);
     return 0;
 }

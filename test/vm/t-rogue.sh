@@ -219,7 +219,7 @@ fi
 # out-of-window or fragment kinds with wrong Q_Keys); these are zero in a clean run
 # (num_oow_low_recvs also counts late retransmissions in clean runs: not checked)
 for c in num_bad_recvs num_unk_recvs num_oow_high_recvs num_badfrag_recvs num_bogus_acks \
-    num_crc_errors; do
+    num_recv_errors; do
     v=$(hstat $c)
     [ "$v" = 0 ] && pass "wrongqkey: hostA $c=0" || bad "wrongqkey: hostA $c=${v:-none}, expected 0"
 done
@@ -290,8 +290,8 @@ else
         [ "$v" -le "${k#*:}" ] || bad "attack: ${k%%:*} is $v, more than the ${k#*:} rogue datagrams sent"
     done
     # datagrams larger than the priority channel's receive buffers: rxe drops them before
-    # any completion (or completes them with an error: num_crc_errors); the job carries on
-    echo "info: $X_oversize oversized datagrams to the priority QP: num_crc_errors=$(hstat num_crc_errors)"
+    # any completion (or completes them with an error: num_recv_errors); the job carries on
+    echo "info: $X_oversize oversized datagrams to the priority QP: num_recv_errors=$(hstat num_recv_errors)"
 fi
 if grep -q 'The usnic BTL has dropped many malformed datagrams' "$OUT" &&
     grep -Eq '^ +Host: +hostA$' "$OUT"; then
