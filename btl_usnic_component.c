@@ -227,8 +227,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
 
     *num_btls = 0;
     if (mpi_threads && !mca_btl_base_thread_multiple_override) {
-        usnic_verbose(5, "%s: MPI_THREAD_MULTIPLE is not supported; usnic disabled",
-                      opal_process_info.nodename);
+        opal_show_help("help-mpi-btl-usnic.txt", "MPI_THREAD_MULTIPLE not supported", true,
+                       opal_process_info.nodename);
         return NULL;
     }
     /* each module checks the locked-memory limit for what it registers */

@@ -118,6 +118,11 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
         struct ibv_context *ctx;
         bool used = false;
 
+        if (is_usnic) {
+            opal_show_help("help-mpi-btl-usnic.txt", "usNIC device not supported", true,
+                           opal_process_info.nodename, name);
+            continue;
+        }
         if (IBV_TRANSPORT_IWARP == devs[d]->transport_type && !is_usnic) {
             usnic_verbose(5, "%s: %s: iWARP has no UD queue pairs, skipped",
                           opal_process_info.nodename, name);
