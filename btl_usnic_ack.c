@@ -143,7 +143,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
             opal_btl_usnic_connectivity_check(ep);
         }
-        item = (opal_btl_usnic_ack_item_t *) opal_free_list_get(&module->ack_segs);
+        item = (opal_btl_usnic_ack_item_t *) opal_btl_usnic_fl_get(module, &module->ack_segs);
         if (NULL == item) {
             /* No ACK buffer: skip it, retransmits will prompt another. */
             break;

@@ -132,8 +132,9 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
         opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
         return NULL;
     }
-    frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(small ? &module->small_send_frags
-                                                                   : &module->large_send_frags);
+    frag = small ? (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
+                                                                        &module->small_send_frags)
+                 : (opal_btl_usnic_send_frag_t *) opal_free_list_get(&module->large_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }

@@ -183,6 +183,21 @@ static inline bool opal_btl_usnic_channel_signal(opal_btl_usnic_channel_t *ch,
     return true;
 }
 
+/* opal_free_list_get for the module's registered free lists.  Once a
+ * registration failed, a list that comes up empty stops trying to grow:
+ * every try costs an allocation and system calls, and frees come back
+ * anyway as the peers ACK. */
+static inline opal_free_list_item_t *opal_btl_usnic_fl_get(opal_btl_usnic_module_t *m,
+                                                           opal_free_list_t *fl)
+{
+    opal_free_list_item_t *item = opal_free_list_get(fl);
+
+    if (OPAL_UNLIKELY(NULL == item) && m->reg_failure_shown) {
+        fl->fl_max_to_alloc = fl->fl_num_allocated;
+    }
+    return item;
+}
+
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 
 /* What btl_register_mem hands out: the region itself.  No key is needed

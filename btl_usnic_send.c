@@ -216,7 +216,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     uint8_t *dst;
     size_t copied = 0;
 
-    chunk = (opal_btl_usnic_chunk_t *) opal_free_list_get(&module->chunk_segs);
+    chunk = (opal_btl_usnic_chunk_t *) opal_btl_usnic_fl_get(module, &module->chunk_segs);
     if (OPAL_UNLIKELY(NULL == chunk)) {
         ++module->stats.num_chunk_stalls;
         return CHUNK_NO_BUFFER;
