@@ -171,8 +171,7 @@ static inline double opal_btl_usnic_now_us(void)
 #define USNIC_WINDOW_SIZE 4096
 /* Largest send window.  256 segments of an MTU keep more than a
  * bandwidth-delay product in flight on a LAN; more only lengthens queues in
- * the peer's receive ring (and the retransmits when it overflows) and costs
- * a retransmit hotel room per segment. */
+ * the peer's receive ring (and the retransmits when it overflows). */
 #define USNIC_TX_WINDOW_MAX 256
 /* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64

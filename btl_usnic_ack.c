@@ -2,7 +2,16 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * ACK processing and emission, and the retransmit timer callback.
+ * ACK processing and emission, and the retransmit timer.
+ *
+ * Each endpoint has one retransmit timer, a deadline checked from progress.
+ * It runs while segments are unacknowledged and restarts (now + RTO)
+ * whenever an ACK moves the window: a long burst that drains slowly
+ * through the device and the peer keeps ACKs coming and never times out,
+ * which a timer per segment (started when the segment was posted) did.
+ * When it expires, every unacknowledged segment is resent and the RTO
+ * backs off.  A lost segment with traffic behind it is resent sooner, on
+ * the first duplicate ACK.
  */
 
 #include "opal_config.h"
@@ -44,9 +53,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             0 != usnic_tx_window_inflight(&ep->tx) ? ep->sent_segs[lost & ep->tx_mask] : NULL;
 
         ++module->stats.num_dup_acks;
-        if (NULL != seg && seg->hotel_room >= 0 && ep->dup_ack_count++ == 0) {
-            opal_hotel_checkout(&ep->hotel, seg->hotel_room);
-            seg->hotel_room = -1;
+        if (NULL != seg && !seg->on_resend_list && ep->dup_ack_count++ == 0) {
             queue_resend(module, seg);
             ++module->stats.num_fast_retrans;
         }
@@ -66,7 +73,6 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
             usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
-            opal_btl_usnic_endpoint_apply_rto(ep);
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -76,6 +82,11 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         }
     }
     ep->dup_ack_count = 0;
+    if (0 == usnic_tx_window_inflight(&ep->tx)) {
+        opal_btl_usnic_timer_stop(ep);
+    } else {
+        ep->rto_deadline_us = opal_btl_usnic_now_us() + ep->rto.rto_us;
+    }
     ep->last_ack_time = usnic_component.coarse_time;
     opal_btl_usnic_check_rts(ep);
 }
@@ -170,21 +181,54 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
     }
 }
 
-void opal_btl_usnic_hotel_evict(opal_hotel_t *hotel, int room_num, void *occupant)
+void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep)
 {
-    opal_btl_usnic_send_seg_t *seg = occupant;
-    opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
-    opal_btl_usnic_module_t *module = ep->module;
-    (void) hotel;
-    (void) room_num;
-
-    seg->hotel_room = -1;
-    /* Back off once per timeout of the oldest outstanding segment, not
-     * once for every segment of a burst that times out with it. */
-    if (seg->seq == (uint16_t)(ep->tx.ack_seq_rcvd + 1)) {
-        usnic_rto_backoff(&ep->rto);
-        opal_btl_usnic_endpoint_apply_rto(ep);
+    if (!ep->on_timer_list) {
+        ep->rto_deadline_us = opal_btl_usnic_now_us() + ep->rto.rto_us;
+        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
+        ep->on_timer_list = true;
     }
-    queue_resend(module, seg);
-    ++module->stats.num_timeout_retrans;
+}
+
+void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->on_timer_list) {
+        opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
+        ep->on_timer_list = false;
+    }
+}
+
+/* Resend everything unacknowledged, oldest first, and back off. */
+static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         double now)
+{
+    int n = 0;
+
+    usnic_rto_backoff(&ep->rto);
+    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1); s != ep->tx.next_seq_to_send; ++s) {
+        opal_btl_usnic_send_seg_t *seg = ep->sent_segs[s & ep->tx_mask];
+        if (NULL != seg && !seg->on_resend_list) {
+            queue_resend(module, seg);
+            ++module->stats.num_timeout_retrans;
+            ++n;
+        }
+    }
+    ep->rto_deadline_us = now + ep->rto.rto_us;
+    return n;
+}
+
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
+{
+    opal_list_item_t *li;
+    int n = 0;
+
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
+        if (now >= ep->rto_deadline_us) {
+            n += timer_expired(module, ep, now);
+        }
+    }
+    return n;
 }

@@ -3,13 +3,11 @@
  * $COPYRIGHT$
  *
  * ACKs: processing received ones, scheduling and sending our own, and the
- * retransmit hotel's eviction callback.
+ * per-endpoint retransmit timer.
  */
 
 #ifndef BTL_USNIC_ACK_H
 #define BTL_USNIC_ACK_H
-
-#include "opal/class/opal_hotel.h"
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
@@ -28,8 +26,15 @@ void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_heade
 /* Send the standalone ACKs that are due, while the priority channel has room. */
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module);
 
-/* Retransmit timer expired for a segment. */
-void opal_btl_usnic_hotel_evict(opal_hotel_t *hotel, int room_num, void *occupant);
+/* Start the endpoint's retransmit timer if it is not running (a segment
+ * went in flight), or stop it (nothing is unacknowledged any more). */
+void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep);
+void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep);
+
+/* Expire the module's retransmit timers that are due at `now` (monotonic
+ * microseconds): every unacknowledged segment of such an endpoint is queued
+ * for resending.  Returns the number of segments queued. */
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now);
 
 END_C_DECLS
 #endif /* BTL_USNIC_ACK_H */

@@ -26,11 +26,13 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->all_li, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->sends_li, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->acks_li, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->timer_li, opal_list_item_t);
     ep->on_sends_list = false;
     ep->on_acks_list = false;
+    ep->on_timer_list = false;
     OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
-    OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
-    ep->hotel_ready = false;
+    ep->tx_ready = false;
+    ep->rto_deadline_us = 0;
     ep->sent_segs = NULL;
     ep->tx_mask = 0;
     ep->mem_bytes = 0;
@@ -74,9 +76,8 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     if (NULL != ep->ah) {
         ibv_destroy_ah(ep->ah);
     }
-    /* Deletes any pending retransmit timers. */
-    OBJ_DESTRUCT(&ep->hotel);
     OBJ_DESTRUCT(&ep->send_queue);
+    OBJ_DESTRUCT(&ep->timer_li);
     OBJ_DESTRUCT(&ep->acks_li);
     OBJ_DESTRUCT(&ep->sends_li);
     OBJ_DESTRUCT(&ep->all_li);
@@ -110,7 +111,6 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
 int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
 {
     uint32_t slots = USNIC_MIN_WINDOW_SIZE;
-    int rc;
 
     /* Room for the window as sized now; later resizing only shrinks it. */
     while (slots < ep->tx.size) {
@@ -120,19 +120,9 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
     if (NULL == ep->sent_segs) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    rc = opal_hotel_init(&ep->hotel, (int) slots, opal_sync_event_base,
-                         (uint32_t) usnic_component.retrans_timeout, 0,
-                         opal_btl_usnic_hotel_evict);
-    if (OPAL_SUCCESS != rc) {
-        free(ep->sent_segs);
-        ep->sent_segs = NULL;
-        return rc;
-    }
     ep->tx_mask = slots - 1;
-    ep->hotel_ready = true;
-    opal_btl_usnic_endpoint_apply_rto(ep);
-    account(ep, slots * (sizeof(*ep->sent_segs) + sizeof(opal_hotel_room_t) +
-                         sizeof(opal_hotel_room_eviction_callback_arg_t) + sizeof(int)));
+    ep->tx_ready = true;
+    account(ep, slots * sizeof(*ep->sent_segs));
     return OPAL_SUCCESS;
 }
 
@@ -156,7 +146,7 @@ void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t n
         }
     }
     /* Tables already allocated bound the window. */
-    if (ep->hotel_ready && size > ep->tx_mask + 1) {
+    if (ep->tx_ready && size > ep->tx_mask + 1) {
         size = ep->tx_mask + 1;
     }
     ep->tx.size = size;
@@ -195,4 +185,5 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     if (0 != usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_handle_ack(ep, (uint16_t)(ep->tx.next_seq_to_send - 1));
     }
+    opal_btl_usnic_timer_stop(ep);
 }

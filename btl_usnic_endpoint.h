@@ -11,7 +11,6 @@
 
 #include <infiniband/verbs.h>
 
-#include "opal/class/opal_hotel.h"
 #include "opal/class/opal_list.h"
 
 #include "btl_usnic.h"
@@ -45,10 +44,12 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_item_t all_li;            /* module->all_endpoints */
     opal_list_item_t sends_li;          /* module->endpoints_with_sends */
     opal_list_item_t acks_li;           /* module->endpoints_that_need_acks */
+    opal_list_item_t timer_li;          /* module->endpoints_with_timers */
     bool on_sends_list;
     bool on_acks_list;
+    bool on_timer_list;
 
-    /* sending; sent_segs and the hotel exist from the first send on */
+    /* sending; sent_segs exists from the first send on */
     opal_list_t send_queue;             /* frags waiting for the wire */
     int send_credits;
     usnic_tx_window_t tx;
@@ -57,9 +58,11 @@ typedef struct mca_btl_base_endpoint_t {
     uint32_t prio_inflight;
     uint32_t prio_window;
     opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
-    uint32_t tx_mask;                   /* slots in sent_segs and hotel rooms, minus 1 */
-    opal_hotel_t hotel;
-    bool hotel_ready;
+    uint32_t tx_mask;                   /* slots in sent_segs, minus 1 */
+    bool tx_ready;
+    /* The retransmit timer (btl_usnic_ack.c): armed while segments are
+     * unacknowledged, pushed back whenever an ACK moves the window. */
+    double rto_deadline_us;
     size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */
     uint32_t next_frag_id;
     int active_large_frags;
@@ -97,15 +100,7 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep);
 
 static inline int opal_btl_usnic_endpoint_tx_ready(opal_btl_usnic_endpoint_t *ep)
 {
-    return OPAL_LIKELY(ep->hotel_ready) ? OPAL_SUCCESS : opal_btl_usnic_endpoint_tx_alloc(ep);
-}
-
-/* Make new hotel check-ins use the endpoint's current timeout (the hotel
- * reads its timeout at every check-in). */
-static inline void opal_btl_usnic_endpoint_apply_rto(opal_btl_usnic_endpoint_t *ep)
-{
-    ep->hotel.eviction_timeout.tv_sec = ep->rto.rto_us / 1000000;
-    ep->hotel.eviction_timeout.tv_usec = ep->rto.rto_us % 1000000;
+    return OPAL_LIKELY(ep->tx_ready) ? OPAL_SUCCESS : opal_btl_usnic_endpoint_tx_alloc(ep);
 }
 
 /* Fit the send window to the peer's receive buffers, shared by about as

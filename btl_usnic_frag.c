@@ -35,7 +35,6 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->payload = (uint8_t *) item->ptr + hdr_len;
     seg->lkey = usnic_item_lkey(item);
     seg->posted = 0;
-    seg->hotel_room = -1;
     seg->ack_pending = false;
     seg->prio = false;
     seg->on_resend_list = false;

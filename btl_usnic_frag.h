@@ -59,7 +59,6 @@ typedef struct opal_btl_usnic_send_seg_t {
     uint16_t seq;
     int posted;                     /* work requests not yet completed */
     int wqes;                       /* send-queue slots its completion returns */
-    int hotel_room;                 /* -1 when not checked in */
     bool ack_pending;               /* sent, not yet ACKed */
     bool prio;                      /* first sent on the priority channel */
     bool on_resend_list;

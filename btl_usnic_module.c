@@ -766,6 +766,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         }
     }
 
+    if (!opal_list_is_empty(&module->endpoints_with_timers)) {
+        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
+    }
     if (!opal_list_is_empty(&module->pending_resend_segs) ||
         !opal_list_is_empty(&module->endpoints_with_sends) ||
         !opal_list_is_empty(&module->endpoints_that_need_acks)) {
@@ -950,6 +953,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
     OBJ_CONSTRUCT(&module->endpoints_with_sends, opal_list_t);
     OBJ_CONSTRUCT(&module->endpoints_that_need_acks, opal_list_t);
+    OBJ_CONSTRUCT(&module->endpoints_with_timers, opal_list_t);
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
@@ -1021,6 +1025,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
     OBJ_DESTRUCT(&module->fastpath_done);
     OBJ_DESTRUCT(&module->pending_resend_segs);
     OBJ_DESTRUCT(&module->endpoints_that_need_acks);
+    OBJ_DESTRUCT(&module->endpoints_with_timers);
     OBJ_DESTRUCT(&module->endpoints_with_sends);
     OBJ_DESTRUCT(&module->all_endpoints);
     OBJ_DESTRUCT(&module->senders);

@@ -3,8 +3,8 @@
  * $COPYRIGHT$
  *
  * Send half of the reliability engine.  Every sequenced segment is
- * recorded in the endpoint's window and checked into its retransmit hotel
- * when posted; ACKs (btl_usnic_ack.c) check it out again.
+ * recorded in the endpoint's window until an ACK (btl_usnic_ack.c)
+ * releases it; the endpoint's retransmit timer runs meanwhile.
  */
 
 #include "opal_config.h"
@@ -85,8 +85,7 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
     post_or_die(module, ep, seg, channel);
-    /* The window guarantees a free room. */
-    opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
+    opal_btl_usnic_timer_start(ep);
 
     inflight = usnic_tx_window_inflight(&ep->tx);
     if (inflight > module->stats.max_sent_window_size) {
@@ -318,19 +317,18 @@ static void do_resends(opal_btl_usnic_module_t *module)
         if (ep->failed) {
             continue;
         }
-        /* Still owned by the device from the previous post: it will go
-         * out; just wait for it again. */
         /* A resent segment's ACK says nothing about the round trip. */
         if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
             ep->rtt_timing = false;
         }
+        /* Still owned by the device from the previous post: it goes out
+         * anyway, and the timer still runs. */
         if (0 == seg->posted) {
             seg->hdr->ack_present = 0;
             post_or_die(module, ep, seg, USNIC_DATA_CHANNEL);
             ++module->stats.num_resends;
             ++n;
         }
-        opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
     }
 }
 
@@ -375,10 +373,6 @@ void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_se
     opal_btl_usnic_send_frag_t *frag = seg->frag;
     opal_btl_usnic_endpoint_t *ep = frag->endpoint;
 
-    if (seg->hotel_room >= 0) {
-        opal_hotel_checkout(&ep->hotel, seg->hotel_room);
-        seg->hotel_room = -1;
-    }
     if (seg->on_resend_list) {
         opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
         seg->on_resend_list = false;

@@ -9,11 +9,11 @@
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "opal/class/opal_free_list.h"
-#include "opal/class/opal_hotel.h"
 #include "opal/datatype/opal_convertor.h"
 #include "opal/datatype/opal_datatype.h"
 #include "opal/mca/btl/base/base.h"
@@ -158,6 +158,7 @@ static int module_build(world_t *w, int s, uint16_t isn)
     OBJ_CONSTRUCT(&m->all_endpoints, opal_list_t);
     OBJ_CONSTRUCT(&m->endpoints_with_sends, opal_list_t);
     OBJ_CONSTRUCT(&m->endpoints_that_need_acks, opal_list_t);
+    OBJ_CONSTRUCT(&m->endpoints_with_timers, opal_list_t);
     OBJ_CONSTRUCT(&m->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&m->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&m->zombie_endpoints, opal_list_t);
@@ -263,6 +264,7 @@ static void module_teardown(opal_btl_usnic_module_t *m)
     OBJ_DESTRUCT(&m->fastpath_done);
     OBJ_DESTRUCT(&m->pending_resend_segs);
     OBJ_DESTRUCT(&m->endpoints_that_need_acks);
+    OBJ_DESTRUCT(&m->endpoints_with_timers);
     OBJ_DESTRUCT(&m->endpoints_with_sends);
     OBJ_DESTRUCT(&m->all_endpoints);
     OBJ_DESTRUCT(&m->senders);
@@ -439,7 +441,14 @@ void world_run_as(world_t *w, int side)
 
 int world_progress(world_t *w, int side)
 {
+    opal_btl_usnic_endpoint_t *ep = w->ep[side];
+
     world_run_as(w, side);
+    /* Timers fire when the test says (world_fire_timeouts), not when the
+     * host happens to be slow, unless the test wants real time. */
+    if (!w->real_timers && NULL != ep && ep->on_timer_list) {
+        ep->rto_deadline_us = HUGE_VAL;
+    }
     return opal_btl_usnic_module_progress(&w->mods[side]);
 }
 
@@ -580,50 +589,17 @@ world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts)
     return world_quiescent(w) ? WORLD_QUIET : WORLD_LIMIT;
 }
 
-typedef struct {
-    int room;
-    uint16_t age;
-} occupant_t;
-
-static int by_age(const void *a, const void *b)
-{
-    return (int) ((const occupant_t *) a)->age - (int) ((const occupant_t *) b)->age;
-}
-
 int world_fire_timeouts(world_t *w, int side)
 {
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
-    opal_hotel_t *h;
-    occupant_t *v;
-    int n = 0;
 
-    if (NULL == ep) {
+    if (NULL == ep || !ep->on_timer_list) {
         return 0;
     }
-    h = &ep->hotel;
-    v = malloc((size_t) h->num_rooms * sizeof(*v));
-    if (NULL == v) {
-        abort();
-    }
-    for (int r = 0; r < h->num_rooms; ++r) {
-        opal_btl_usnic_send_seg_t *seg = h->rooms[r].occupant;
-        if (NULL != seg) {
-            v[n].room = r;
-            v[n].age = (uint16_t)(seg->seq - (uint16_t)(ep->tx.ack_seq_rcvd + 1));
-            ++n;
-        }
-    }
-    qsort(v, (size_t) n, sizeof(*v), by_age);
     world_run_as(w, side);
-    for (int i = 0; i < n; ++i) {
-        void *occupant = NULL;
-        opal_hotel_checkout_and_return_occupant(h, v[i].room, &occupant);
-        if (NULL != occupant) {
-            opal_btl_usnic_hotel_evict(h, v[i].room, occupant);
-        }
-    }
-    free(v);
-    return n;
+    /* as if the deadline had passed now */
+    ep->rto_deadline_us = 0;
+    return opal_btl_usnic_check_timers(&w->mods[side], opal_btl_usnic_now_us());
 }
 
 /* ------------------------------------------------------------------ */
@@ -1118,8 +1094,8 @@ const char *world_check_idle(world_t *w)
             FAIL("side %c: %d send credits, expected %d", 'A' + s, ep->send_credits,
                  m->channels[USNIC_DATA_CHANNEL].sd_num);
         }
-        if (!opal_hotel_is_empty(&ep->hotel)) {
-            FAIL("side %c: retransmit hotel not empty", 'A' + s);
+        if (ep->on_timer_list || !opal_list_is_empty(&m->endpoints_with_timers)) {
+            FAIL("side %c: retransmit timer still running", 'A' + s);
         }
         if (0 != ep->active_large_frags || ep->on_sends_list || ep->on_acks_list ||
             !opal_list_is_empty(&m->endpoints_with_sends) ||

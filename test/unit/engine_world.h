@@ -118,6 +118,9 @@ typedef struct world {
     /* hold datagrams back while their receive queue is empty instead of
      * dropping them (kinder than hardware: a test that sets it says why) */
     bool hold_when_full;
+    /* retransmit timers expire in real time in world_progress (default:
+     * only through world_fire_timeouts) */
+    bool real_timers;
     /* datagrams written into receive buffers, by receiving side */
     uint64_t delivered_data[2], delivered_acks[2];
     uint64_t steps, timeout_rounds;
@@ -181,8 +184,9 @@ typedef enum {
  * world_fire_timeouts) and stepping goes on. */
 world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts);
 
-/* Expire every segment in side s's retransmit hotel, oldest first, as the
- * hotel's own timer would (opal_hotel.c local_eviction_callback). */
+/* Expire side s's retransmit timer now, as progress does once its deadline
+ * passed: every unacknowledged segment is queued for resending.  Returns
+ * how many. */
 int world_fire_timeouts(world_t *w, int side);
 
 /* Send a message of len bytes (at least 8) from side s; content is
@@ -207,7 +211,8 @@ const char *world_verify_completions(world_t *w);
 const char *world_verify_counters(world_t *w);
 /* NULL if both sides are idle and every resource is back: free lists
  * full, send WQEs and credits restored, all receive buffers posted,
- * hotels empty, no fatal error, no post beyond a queue or an MTU. */
+ * no retransmit timer running, no fatal error, no post beyond a queue or
+ * an MTU. */
 const char *world_check_idle(world_t *w);
 
 /* btl_put of size bytes from local memory to remote_addr on the other side. */
