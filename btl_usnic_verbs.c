@@ -69,7 +69,7 @@ static bool device_is_usnic(struct ibv_device *dev)
 /* Pick the GID to publish: the user's index, else the first RoCE v2 GID
  * carrying an IPv4 address (index 0 is usually the link-local one). */
 static int find_gid(struct ibv_context *ctx, const char *dev_name, uint8_t port,
-                    int gid_tbl_len, bool is_usnic, opal_btl_usnic_port_t *out)
+                    int gid_tbl_len, opal_btl_usnic_port_t *out)
 {
     struct ibv_gid_entry entry;
     int first = 0, last = gid_tbl_len - 1;
@@ -81,7 +81,7 @@ static int find_gid(struct ibv_context *ctx, const char *dev_name, uint8_t port,
         if (0 != ibv_query_gid_ex(ctx, port, i, &entry, 0)) {
             continue;
         }
-        if (usnic_component.gid_index < 0 && !is_usnic &&
+        if (usnic_component.gid_index < 0 &&
             (IBV_GID_TYPE_ROCE_V2 != entry.gid_type || !gid_is_ipv4(&entry.gid))) {
             continue;
         }
@@ -113,17 +113,16 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
 
     for (int d = 0; d < num_devs; ++d) {
         const char *name = ibv_get_device_name(devs[d]);
-        bool is_usnic = device_is_usnic(devs[d]);
         struct ibv_device_attr da;
         struct ibv_context *ctx;
         bool used = false;
 
-        if (is_usnic) {
+        if (device_is_usnic(devs[d])) {
             opal_show_help("help-mpi-btl-usnic.txt", "usNIC device not supported", true,
                            opal_process_info.nodename, name);
             continue;
         }
-        if (IBV_TRANSPORT_IWARP == devs[d]->transport_type && !is_usnic) {
+        if (IBV_TRANSPORT_IWARP == devs[d]->transport_type) {
             usnic_verbose(5, "%s: %s: iWARP has no UD queue pairs, skipped",
                           opal_process_info.nodename, name);
             continue;
@@ -155,13 +154,13 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
                               opal_process_info.nodename, name, p);
                 continue;
             }
-            if (IBV_LINK_LAYER_ETHERNET != pa.link_layer && !is_usnic) {
+            if (IBV_LINK_LAYER_ETHERNET != pa.link_layer) {
                 usnic_verbose(5, "%s: %s port %u: not Ethernet, skipped",
                               opal_process_info.nodename, name, p);
                 continue;
             }
             memset(&port, 0, sizeof(port));
-            if (OPAL_SUCCESS != find_gid(ctx, name, p, pa.gid_tbl_len, is_usnic, &port)) {
+            if (OPAL_SUCCESS != find_gid(ctx, name, p, pa.gid_tbl_len, &port)) {
                 continue;
             }
             port.context = ctx;
@@ -169,7 +168,6 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
             port.port_num = p;
             port.port_mtu = 128u << pa.active_mtu;
             port.link_speed_mbps = port_speed_mbps(&pa);
-            port.is_usnic = is_usnic;
 
             opal_btl_usnic_port_t *grown = realloc(ports, (n + 1) * sizeof(*ports));
             if (NULL == grown) {

@@ -30,7 +30,6 @@ typedef struct {
     int netdev_kindex;              /* kernel ifindex of the netdev behind the GID */
     uint32_t port_mtu;              /* active MTU in bytes */
     uint32_t link_speed_mbps;
-    bool is_usnic;
 } opal_btl_usnic_port_t;
 
 /* Scan for ACTIVE Ethernet ports that support UD; returns a malloc'ed array. */
