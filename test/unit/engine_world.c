@@ -821,8 +821,9 @@ sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
         if (OPAL_SUCCESS != make_convertor(msg, reserve)) {
             return NULL;
         }
+        /* As mca_pml_ob1_send_inline (pml_ob1_isend.c): no descriptor wanted */
         msg->rc = btl->btl_sendi(btl, ep, msg->conv, msg->expect, reserve, len - reserve,
-                                 MCA_BTL_NO_ORDER, own, WORLD_TAG, &des);
+                                 MCA_BTL_NO_ORDER, own, WORLD_TAG, NULL);
         if (OPAL_SUCCESS == msg->rc) {
             msg->rc = 1; /* sendi copies everything: complete, no callback */
             if (NULL != w->on_send_done) {

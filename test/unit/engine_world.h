@@ -59,7 +59,7 @@ typedef net_action_t (*net_filter_fn)(struct world *w, fake_dgram_t *d, void *ar
 typedef enum {
     SEND_ALLOC,             /* btl_alloc + btl_send, callback always */
     SEND_PREPARE,           /* btl_prepare_src (contiguous convertor) + btl_send */
-    SEND_SENDI,             /* btl_sendi, else prepare_src + send as the PML does */
+    SEND_SENDI,             /* btl_sendi without a descriptor, else prepare_src + send (ob1's isend) */
     SEND_NONCONTIG,         /* btl_prepare_src with a strided datatype + btl_send */
     SEND_COPY_ALLOC,        /* ob1's copy path without btl_sendi: btl_alloc, pack, btl_send */
     SEND_COPY_SENDI,        /* ob1's copy path: btl_sendi, else pack into the descriptor it returns */
