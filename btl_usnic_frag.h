@@ -110,7 +110,7 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint8_t hdr_room[USNIC_LARGE_HDR_ROOM];
     uint32_t frag_id;
     size_t sent_offset;                 /* bytes already chunked */
-    uint8_t *pack_buf;                  /* malloc'ed, when packed eagerly */
+    uint8_t *pack_buf;                  /* malloc'ed: packed data, or all of an alloc'ed frag */
     bool lazy;                          /* pack from conv while chunking */
     opal_convertor_t conv;
     /* The convertor packs whole basic elements only; the tail of one that

@@ -316,17 +316,28 @@ static mca_btl_base_descriptor_t *usnic_alloc(mca_btl_base_module_t *btl,
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_btl_usnic_send_frag_t *frag;
-    (void) order;
 
-    /* alloc is for PML control messages; they fit one datagram */
-    if (OPAL_UNLIKELY(size > module->max_frag_payload)) {
+    /* ob1 allocates whole eager messages here (buffered sends, the copy path) */
+    if (OPAL_UNLIKELY(size > btl->btl_eager_limit && size > module->max_frag_payload)) {
         return NULL;
     }
     frag = opal_btl_usnic_frag_alloc(module, endpoint, size);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        /* The PML writes the whole message into segment 0; chunks copy from
+         * it as they go out, and it is freed with the frag. */
+        frag->pack_buf = malloc(size);
+        if (OPAL_UNLIKELY(NULL == frag->pack_buf)) {
+            opal_free_list_return(&module->large_send_frags, &frag->base.super);
+            return NULL;
+        }
+        frag->segs[0].seg_addr.pval = frag->pack_buf;
+        frag->segs[0].seg_len = size;
+    }
     frag->base.des_flags = flags;
+    frag->base.order = order;
     return &frag->base;
 }
 
@@ -448,6 +459,10 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     frag->tag = tag;
     frag->put_addr = 0;
     frag_finalize_size(frag);
+    /* A chunked frag needs at least one byte (the PML shrank seg_len to 0). */
+    if (OPAL_UNLIKELY(USNIC_FRAG_LARGE == frag->type && 0 == frag->size)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     ++module->stats.pml_module_sends;
 
     if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
@@ -474,33 +489,39 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_btl_usnic_send_frag_t *frag;
+    mca_btl_base_descriptor_t *des;
     size_t size = payload_size;
     size_t total = header_size + payload_size;
+    uint8_t *dst;
 
-    /* Only what fits the fast path; everything else takes the normal path. */
-    if (total > module->max_tiny_payload || endpoint->failed || module->dead ||
-        !opal_list_is_empty(&endpoint->send_queue)) {
-        if (NULL != descriptor) {
-            *descriptor = NULL;
-        }
+    if (NULL != descriptor) {
+        *descriptor = NULL;
+    }
+    /* Too large for the fast path: the PML sends what we hand back, so
+     * without a way to hand it back leave the message to the normal path. */
+    if (endpoint->failed || module->dead ||
+        (total > module->max_tiny_payload && NULL == descriptor)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
-    if (OPAL_UNLIKELY(NULL == frag)) {
-        if (NULL != descriptor) {
-            *descriptor = NULL;
-        }
+    des = usnic_alloc(btl, endpoint, order, total, flags);
+    if (OPAL_UNLIKELY(NULL == des)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    memcpy(frag->seg.payload, header, header_size);
+    frag = (opal_btl_usnic_send_frag_t *) des;
+    dst = frag->segs[0].seg_addr.pval;
+    memcpy(dst, header, header_size);
     if (payload_size > 0) {
-        struct iovec iov = {.iov_base = frag->seg.payload + header_size, .iov_len = size};
+        struct iovec iov = {.iov_base = dst + header_size, .iov_len = size};
         uint32_t iov_count = 1;
         opal_convertor_pack(conv, &iov, &iov_count, &size);
     }
-    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->base.order = order;
     frag->segs[0].seg_len = header_size + size;
+    if (total > module->max_tiny_payload) {
+        /* As btl_alloc would give it, header and data already in place. */
+        *descriptor = des;
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     frag->size = header_size + size;
     frag->tag = tag;
     ++module->stats.pml_module_sends;

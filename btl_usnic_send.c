@@ -232,10 +232,11 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     }
     dst = chunk->seg.payload;
 
-    /* The PML header (segment 0) comes first, then the data. */
+    /* Segment 0 (the PML header, or all of an allocated frag) comes first,
+     * then the data. */
     if (off < hdr_len) {
         size_t n = hdr_len - off < len ? hdr_len - off : len;
-        memcpy(dst, frag->hdr_room + off, n);
+        memcpy(dst, (const uint8_t *) frag->segs[0].seg_addr.pval + off, n);
         copied = n;
     }
     if (copied < len) {
@@ -244,9 +245,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
         if (frag->lazy) {
             lazy_pack(frag, dst + copied, n);
         } else {
-            const uint8_t *src = NULL != frag->pack_buf ? frag->pack_buf
-                                                        : frag->segs[1].seg_addr.pval;
-            memcpy(dst + copied, src + data_off, n);
+            memcpy(dst + copied, (const uint8_t *) frag->segs[1].seg_addr.pval + data_off, n);
         }
     }
 

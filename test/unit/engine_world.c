@@ -668,6 +668,84 @@ static int make_convertor(sent_msg_t *msg, size_t reserve)
     return opal_convertor_prepare_for_send(msg->conv, &opal_datatype_uint1, count, msg->user_buf);
 }
 
+/* ob1's copy path, step by step as mca_pml_ob1_send_request_start_copy
+ * (ompi/mca/pml/ob1/pml_ob1_sendreq.c) takes it for buffered sends up to
+ * the eager limit and for standard sends that cannot go in place:
+ *  - SEND_COPY_SENDI: mca_bml_base_sendi of the header and the data; on
+ *    success the send is complete.  Otherwise ob1 carries on with the
+ *    descriptor sendi handed back (none: it retries the whole request
+ *    later, which is the hang this stand-in catches), after rewinding its
+ *    convertor (MCA_PML_OB1_SEND_REQUEST_RESET).
+ *  - SEND_COPY_ALLOC: as with a BTL without sendi, mca_bml_base_alloc of
+ *    header + data (mca_pml_ob1_send_request_start_buffered does the same
+ *    with its rendezvous header).
+ * Then it packs the data behind the header into des_segments[0], writes the
+ * header in front, sets seg_len to header + what was packed, and sends with
+ * mca_bml_base_send_status: 1 is complete without a callback, < 0 makes it
+ * free the descriptor.  Flags: MCA_BTL_DES_FLAGS_PRIORITY |
+ * MCA_BTL_DES_FLAGS_BTL_OWNERSHIP (the latter not with pml_frees). */
+static int send_copy(world_t *w, sent_msg_t *msg, size_t reserve, uint32_t own)
+{
+    mca_btl_base_module_t *btl = &w->mods[msg->from].super;
+    opal_btl_usnic_endpoint_t *ep = w->ep[msg->from];
+    mca_btl_base_descriptor_t *des = NULL;
+    mca_btl_base_segment_t *seg;
+    uint32_t flags = MCA_BTL_DES_FLAGS_PRIORITY | own;
+    size_t data = msg->len - reserve, packed = data;
+
+    if (OPAL_SUCCESS != make_convertor(msg, reserve)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (SEND_COPY_SENDI == msg->how) {
+        msg->rc = btl->btl_sendi(btl, ep, msg->conv, msg->expect, reserve, data,
+                                 MCA_BTL_NO_ORDER, flags, WORLD_TAG, &des);
+        if (OPAL_SUCCESS == msg->rc) {
+            msg->rc = 1;
+            if (NULL != w->on_send_done) {
+                w->on_send_done(w, msg);
+            }
+            return OPAL_SUCCESS;
+        }
+        if (NULL == des) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        if (data > 0) {
+            size_t zero = 0;
+            opal_convertor_set_position(msg->conv, &zero);
+        }
+    } else {
+        des = btl->btl_alloc(btl, ep, MCA_BTL_NO_ORDER, msg->len + w->alloc_slack, flags);
+        if (NULL == des) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    seg = des->des_segments;
+    if (data > 0) {
+        struct iovec iov = {.iov_base = (uint8_t *) seg->seg_addr.pval + reserve,
+                            .iov_len = data};
+        uint32_t iov_count = 1;
+        opal_convertor_pack(msg->conv, &iov, &iov_count, &packed);
+    }
+    memcpy(seg->seg_addr.pval, msg->expect, reserve);
+    seg->seg_len = reserve + packed;
+    des->des_cbfunc = world_send_cb;
+    des->des_cbdata = msg;
+    msg->rc = btl->btl_send(btl, ep, des, WORLD_TAG);
+    if (msg->rc < 0) {
+        btl->btl_free(btl, des);
+        return msg->rc;
+    }
+    if (1 == msg->rc) {
+        if (w->pml_frees) {
+            btl->btl_free(btl, des);
+        }
+        if (NULL != w->on_send_done) {
+            w->on_send_done(w, msg);
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
 sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
 {
     opal_btl_usnic_module_t *m = &w->mods[from];
@@ -710,6 +788,9 @@ sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
     world_run_as(w, from);
 
     switch (how) {
+    case SEND_COPY_ALLOC:
+    case SEND_COPY_SENDI:
+        return OPAL_SUCCESS == send_copy(w, msg, reserve, own) ? msg : NULL;
     case SEND_ALLOC:
         des = btl->btl_alloc(btl, ep, MCA_BTL_NO_ORDER, len,
                              own | MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
@@ -722,8 +803,9 @@ sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
         if (OPAL_SUCCESS != make_convertor(msg, reserve)) {
             return NULL;
         }
+        /* As mca_pml_ob1_send_inline (pml_ob1_isend.c): no descriptor wanted */
         msg->rc = btl->btl_sendi(btl, ep, msg->conv, msg->expect, reserve, len - reserve,
-                                 MCA_BTL_NO_ORDER, own, WORLD_TAG, &des);
+                                 MCA_BTL_NO_ORDER, own, WORLD_TAG, NULL);
         if (OPAL_SUCCESS == msg->rc) {
             msg->rc = 1; /* sendi copies everything: complete, no callback */
             if (NULL != w->on_send_done) {

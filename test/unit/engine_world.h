@@ -59,8 +59,10 @@ typedef net_action_t (*net_filter_fn)(struct world *w, fake_dgram_t *d, void *ar
 typedef enum {
     SEND_ALLOC,             /* btl_alloc + btl_send, callback always */
     SEND_PREPARE,           /* btl_prepare_src (contiguous convertor) + btl_send */
-    SEND_SENDI,             /* btl_sendi, else prepare_src + send as the PML does */
+    SEND_SENDI,             /* btl_sendi without a descriptor, else prepare_src + send (ob1's isend) */
     SEND_NONCONTIG,         /* btl_prepare_src with a strided datatype + btl_send */
+    SEND_COPY_ALLOC,        /* ob1's copy path without btl_sendi: btl_alloc, pack, btl_send */
+    SEND_COPY_SENDI,        /* ob1's copy path: btl_sendi, else pack into the descriptor it returns */
 } send_method_t;
 
 /* One message the test PML sent. */
@@ -141,6 +143,9 @@ typedef struct world {
     void (*on_put_done)(struct world *w, put_rec_t *p);
     /* the PML keeps ownership of descriptors and frees them when done */
     bool pml_frees;
+    /* SEND_COPY_ALLOC asks btl_alloc for this many bytes more than it then
+     * writes and sets seg_len to (as ob1 does when the convertor packs less) */
+    size_t alloc_slack;
     put_rec_t **puts;
     size_t nputs;
     struct {
