@@ -9,9 +9,13 @@
  * whenever an ACK moves the window: a long burst that drains slowly
  * through the device and the peer keeps ACKs coming and never times out,
  * which a timer per segment (started when the segment was posted) did.
- * When it expires, every unacknowledged segment is resent and the RTO
- * backs off.  A lost segment with traffic behind it is resent sooner, on
- * the first duplicate ACK.
+ * When it expires, only the oldest unacknowledged segment is resent (a
+ * slow receiver, the usual cause on a lossless link, then costs one
+ * duplicate, not a window of them) and the RTO backs off; until the ACKs
+ * cover everything sent before the timeout, each ACK that moves the window
+ * but stops short of that points at the next lost segment, which is resent
+ * at once (NewReno's partial ACKs).  A lost segment with traffic behind it
+ * is resent sooner, on the first duplicate ACK.
  */
 
 #include "opal_config.h"
@@ -82,6 +86,17 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         }
     }
     ep->dup_ack_count = 0;
+    if (ep->in_recovery) {
+        if (USNIC_SEQ_DIFF16(ep->recover_seq, ack) > 0 && 0 != usnic_tx_window_inflight(&ep->tx)) {
+            opal_btl_usnic_send_seg_t *next = ep->sent_segs[(uint16_t)(ack + 1) & ep->tx_mask];
+            if (NULL != next && !next->on_resend_list) {
+                queue_resend(module, next);
+                ++module->stats.num_fast_retrans;
+            }
+        } else {
+            ep->in_recovery = false;
+        }
+    }
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_timer_stop(ep);
     } else {
@@ -198,20 +213,22 @@ void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* Resend everything unacknowledged, oldest first, and back off. */
+/* Resend the oldest unacknowledged segment, back off, and recover the
+ * rest from the ACKs that follow. */
 static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          double now)
 {
+    opal_btl_usnic_send_seg_t *seg = ep->sent_segs[(uint16_t)(ep->tx.ack_seq_rcvd + 1) &
+                                                   ep->tx_mask];
     int n = 0;
 
     usnic_rto_backoff(&ep->rto);
-    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1); s != ep->tx.next_seq_to_send; ++s) {
-        opal_btl_usnic_send_seg_t *seg = ep->sent_segs[s & ep->tx_mask];
-        if (NULL != seg && !seg->on_resend_list) {
-            queue_resend(module, seg);
-            ++module->stats.num_timeout_retrans;
-            ++n;
-        }
+    ep->in_recovery = true;
+    ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
+    if (NULL != seg && !seg->on_resend_list) {
+        queue_resend(module, seg);
+        ++module->stats.num_timeout_retrans;
+        n = 1;
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
     return n;

@@ -32,8 +32,8 @@ void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep);
 void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep);
 
 /* Expire the module's retransmit timers that are due at `now` (monotonic
- * microseconds): every unacknowledged segment of such an endpoint is queued
- * for resending.  Returns the number of segments queued. */
+ * microseconds): the oldest unacknowledged segment of such an endpoint is
+ * queued for resending.  Returns the number of segments queued. */
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now);
 
 END_C_DECLS

@@ -63,6 +63,8 @@ typedef struct mca_btl_base_endpoint_t {
     /* The retransmit timer (btl_usnic_ack.c): armed while segments are
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
+    bool in_recovery;                   /* since a timeout, until recover_seq is ACKed */
+    uint16_t recover_seq;               /* the last sequence sent when the timer expired */
     size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */
     uint32_t next_frag_id;
     int active_large_frags;

@@ -190,8 +190,8 @@ typedef enum {
 world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts);
 
 /* Expire side s's retransmit timer now, as progress does once its deadline
- * passed: every unacknowledged segment is queued for resending.  Returns
- * how many. */
+ * passed: the oldest unacknowledged segment is queued for resending.
+ * Returns how many (0 or 1). */
 int world_fire_timeouts(world_t *w, int side);
 
 /* Send a message of len bytes (at least 8) from side s; content is

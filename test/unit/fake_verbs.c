@@ -15,6 +15,7 @@
 
 #include "opal/class/opal_free_list.h"
 #include "opal/util/proc.h"
+#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
@@ -544,6 +545,14 @@ void fake_component_reset(void)
     static bool saved = false;
     opal_btl_usnic_component_t *c = &usnic_component;
 
+    /* Help messages come from this tree's help file, not from one that a
+     * (maybe older) installed component left in Open MPI's data dir, which
+     * opal_show_help would search first. */
+    if (!saved) {
+        opal_show_help_finalize();
+        opal_show_help_add_dir(USNIC_SRCDIR);
+        opal_show_help_init();
+    }
     /* Back to the state the component object has when it is loaded, then
      * the MCA parameters at their defaults (btl_usnic_mca.c), as the MCA
      * base registers them before the component opens. */
