@@ -4,6 +4,9 @@
 #   build     make -C standalone
 #   install   make -C standalone install (into Open MPI's component dir, for the VM tests)
 #   unit      make -C standalone check     (prints "unit: N passed, N failed")
+#   engine    bench/engine.sh --check      (host engine benchmark under callgrind: each
+#             headline instruction count within 5% of bench/engine-baseline.txt;
+#             prints "engine: N passed, N failed", results in bench/results/engine-check)
 #   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
 #   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
 #   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
@@ -40,6 +43,7 @@ step deps tools/deps.sh
 step build make -C standalone
 step install make -C standalone install
 step unit make -C standalone check
+step engine bench/engine.sh --check --out bench/results/engine-check
 if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
     table+=("$(printf '%-8s SKIP (USNIC_SKIP_INTREE=1)' intree)")
 else
