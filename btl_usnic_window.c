@@ -92,6 +92,7 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us)
     r->max_us = max_us > min_us ? max_us : min_us;
     r->rto_us = min_us;
     r->have_sample = false;
+    r->backed_off = false;
 }
 
 static uint32_t rto_clamp(const usnic_rto_t *r, double us)
@@ -114,10 +115,18 @@ void usnic_rto_sample(usnic_rto_t *r, double sample_us)
         r->srtt_us += err / 8;
     }
     r->rto_us = rto_clamp(r, r->srtt_us + 4 * r->rttvar_us);
+    r->backed_off = false;
+}
+
+void usnic_rto_reset(usnic_rto_t *r)
+{
+    r->rto_us = r->have_sample ? rto_clamp(r, r->srtt_us + 4 * r->rttvar_us) : r->min_us;
+    r->backed_off = false;
 }
 
 void usnic_rto_backoff(usnic_rto_t *r)
 {
+    r->backed_off = true;
     r->rto_us = rto_clamp(r, 2.0 * r->rto_us);
 }
 

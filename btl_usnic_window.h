@@ -95,12 +95,22 @@ typedef struct {
     uint32_t min_us;
     uint32_t max_us;
     bool have_sample;
+    bool backed_off;
 } usnic_rto_t;
 
 void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us);
 /* A round-trip sample of a segment sent once (never of a resent one). */
 void usnic_rto_sample(usnic_rto_t *r, double sample_us);
 void usnic_rto_backoff(usnic_rto_t *r);
+/* The peer acknowledged something new: it is alive and the path works, so
+ * the timeout goes back to what the round trips say (no backoff). */
+void usnic_rto_reset(usnic_rto_t *r);
+static inline void usnic_rto_unback(usnic_rto_t *r)
+{
+    if (r->backed_off) {
+        usnic_rto_reset(r);
+    }
+}
 
 /* ---- received-packet validation ---- */
 

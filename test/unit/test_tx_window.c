@@ -115,5 +115,14 @@ USNIC_TEST(rto_adapts_and_backs_off)
     /* a sample after back-off brings it down again */
     usnic_rto_sample(&r, 4000);
     check(r.rto_us < 1000000);
+    /* so does new progress without a sample: back to what samples say */
+    usnic_rto_backoff(&r);
+    usnic_rto_backoff(&r);
+    usnic_rto_unback(&r);
+    check_int_eq(r.rto_us, 5000);
+    usnic_rto_init(&r, 5000, 1000000);
+    usnic_rto_backoff(&r);
+    usnic_rto_unback(&r);
+    check_int_eq(r.rto_us, 5000);
     return 0;
 }
