@@ -76,7 +76,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         }
     }
     ep->dup_ack_count = 0;
-    ep->last_ack_time = usnic_component.coarse_time;
+    ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
     opal_btl_usnic_check_rts(ep);
 }
 

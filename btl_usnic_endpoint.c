@@ -14,6 +14,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_send.h"
@@ -42,6 +43,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->dup_ack_count = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
+    ep->live = NULL;
+    memset(&ep->watch, 0, sizeof(ep->watch));
     ep->zombie = false;
     ep->failed = false;
 }
@@ -69,6 +72,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
         }
         free(ep->rx_frags);
     }
+    opal_btl_usnic_liveness_release(ep);
     free(ep->sent_segs);
     free(ep->rx_bits);
     if (NULL != ep->ah) {
@@ -100,7 +104,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
-    ep->last_ack_time = usnic_component.coarse_time;
+    ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
     return OPAL_SUCCESS;
 }
 

@@ -74,7 +74,7 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     opal_btl_usnic_piggyback_ack(ep, hdr);
     /* The dead-peer clock runs only while something is unacknowledged. */
     if (1 == usnic_tx_window_inflight(&ep->tx)) {
-        ep->last_ack_time = usnic_component.coarse_time;
+        ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
     }
 
     if (!ep->rtt_timing) {
