@@ -39,6 +39,8 @@
 #define USNIC_CONN_HDR_ROOM 68
 #define USNIC_CONN_SMALL sizeof(usnic_conn_msg_t)
 #define USNIC_CONN_BUF_SIZE 65536
+/* IPv4, UDP, BTH, DETH and ICRC around a RoCE v2 UD payload. */
+#define USNIC_ROCE_V2_OVERHEAD (20 + 8 + 12 + 8 + 4)
 
 typedef struct {
     opal_list_item_t super;
@@ -75,8 +77,9 @@ static bool conn_checks_ready = false;
 static usnic_conn_check_t *conn_failure = NULL;
 
 /* A PING is sent padded to its size; every other message is a bare header
- * (an ACK names the size of the PING it answers). */
-static void send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
+ * (an ACK names the size of the PING it answers).  Returns 0 or the errno
+ * of sendto. */
+static int send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
 {
     usnic_conn_msg_t *m = buf;
     size_t len = USNIC_CONN_PING == type ? size : sizeof(*m);
@@ -86,17 +89,53 @@ static void send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_
                                                                        : USNIC_CONN_MAGIC_ACK;
     m->type = type;
     m->size = size;
-    /* Losses (full socket buffer, EPERM under load, a too-small path MTU)
-     * simply show up as missing ACKs and are retried. */
-    (void) sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to));
+    /* Losses (full socket buffer, EPERM under load) simply show up as
+     * missing ACKs and are retried. */
+    if (sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to)) < 0) {
+        return errno;
+    }
+    return 0;
+}
+
+/* The local kernel refused the large ping (EMSGSIZE): its route to the
+ * peer has a smaller MTU than both interfaces.  That is how this host is
+ * set up, not a broken path, so test what the route carries, as long as
+ * that still holds usnic's largest datagram.  True if the ping got smaller. */
+static bool fit_local_path_mtu(usnic_conn_check_t *c)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), mtu = 0;
+    socklen_t len = sizeof(mtu);
+    bool ok;
+
+    if (fd < 0) {
+        return false;
+    }
+    ok = 0 == connect(fd, (const struct sockaddr *) &c->peer, sizeof(c->peer)) &&
+         0 == getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) &&
+         mtu >= (int) c->module->local_addr.mtu + USNIC_ROCE_V2_OVERHEAD &&
+         (uint32_t) mtu - USNIC_CONN_HDR_ROOM < c->sizes[1];
+    close(fd);
+    if (!ok) {
+        return false;
+    }
+    usnic_verbose(5, "%s: %s: the route to %s has MTU %d, less than the interfaces': "
+                  "large connectivity pings cut from %u to %u bytes",
+                  opal_process_info.nodename, c->module->dev_name, c->peer_ip, mtu, c->sizes[1],
+                  (uint32_t) mtu - USNIC_CONN_HDR_ROOM);
+    c->sizes[1] = (uint32_t) mtu - USNIC_CONN_HDR_ROOM;
+    return true;
 }
 
 static void send_pings(usnic_conn_check_t *c)
 {
     for (int i = 0; i < 2; ++i) {
         if (!c->acked[i]) {
-            send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
-                     c->module->conn_send_buf);
+            int err = send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
+                               c->module->conn_send_buf);
+            if (1 == i && EMSGSIZE == err && fit_local_path_mtu(c)) {
+                send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[1],
+                         c->module->conn_send_buf);
+            }
         }
     }
 }
@@ -321,15 +360,18 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
     usnic_conn_check_t *c;
-    uint32_t large;
+    uint32_t large, mtu;
 
     ep->connectivity_checked = true;
     if (module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
         return;
     }
-    large = ep->remote.if_mtu > USNIC_CONN_HDR_ROOM + USNIC_CONN_SMALL
-                ? ep->remote.if_mtu - USNIC_CONN_HDR_ROOM
-                : USNIC_CONN_SMALL + 1;
+    /* Interfaces with different MTUs (9000 and 9216, say) still carry
+     * whatever the smaller one does, and usnic's datagrams are far smaller. */
+    mtu = ep->remote.if_mtu < (uint32_t) module->if_mtu ? ep->remote.if_mtu
+                                                         : (uint32_t) module->if_mtu;
+    large = mtu > USNIC_CONN_HDR_ROOM + USNIC_CONN_SMALL ? mtu - USNIC_CONN_HDR_ROOM
+                                                         : USNIC_CONN_SMALL + 1;
     if (large > USNIC_CONN_BUF_SIZE) {
         large = USNIC_CONN_BUF_SIZE;
     }
@@ -386,7 +428,7 @@ void opal_btl_usnic_liveness_ping(opal_btl_usnic_endpoint_t *ep)
         ep->live = l;
     }
     /* A lost ping is a missing answer; the next one follows. */
-    send_msg(module->conn_fd, &ep->live->peer, USNIC_CONN_LIVE_PING, sizeof(m), &m);
+    (void) send_msg(module->conn_fd, &ep->live->peer, USNIC_CONN_LIVE_PING, sizeof(m), &m);
 }
 
 double opal_btl_usnic_liveness_busy(opal_btl_usnic_endpoint_t *ep)

@@ -3,11 +3,12 @@
  * $COPYRIGHT$
  *
  * Connectivity checker.  Before the first datagram to a peer interface,
- * UDP pings of a small and an MTU-sized datagram (Don't Fragment) go from
- * the local interface to the peer's; if either size gets no answer after
- * the configured retries, the job aborts with a message naming both ends
- * instead of hanging in retransmits.  The same sockets answer the
- * dead-peer check's liveness pings.
+ * UDP pings of a small and an MTU-sized datagram (Don't Fragment; the
+ * smaller of both interface MTUs) go from the local interface to the
+ * peer's; if either size gets no answer after the configured retries, the
+ * job aborts with a message naming both ends instead of hanging in
+ * retransmits.  The same sockets answer the dead-peer check's liveness
+ * pings.
  *
  * Design: every process has one UDP socket per module, published in the
  * modex, and answers and sends pings from OPAL's progress thread, so a
