@@ -88,6 +88,8 @@ typedef struct opal_btl_usnic_component_t {
     uint64_t progress_ticks;
     /* seconds, refreshed every few hundred progress passes */
     double coarse_time;
+    /* the same in microseconds, for the checker thread's liveness answers */
+    volatile int64_t progress_stamp_us;
 
     /* random numbers for sequence numbers and the Q_Key */
     opal_rng_buff_t rng;

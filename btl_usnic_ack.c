@@ -40,6 +40,7 @@ static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_se
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
+    double now;
 
     switch (usnic_tx_classify_ack(&ep->tx, ack)) {
     case USNIC_ACK_OLD:
@@ -67,6 +68,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         break;
     }
 
+    now = opal_btl_usnic_now_us();
     for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
         opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
@@ -76,7 +78,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ep->tx.ack_seq_rcvd = s;
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
-            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
+            usnic_rto_sample(&ep->rto, now - ep->rtt_start_us);
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -101,9 +103,9 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_timer_stop(ep);
     } else {
-        ep->rto_deadline_us = opal_btl_usnic_now_us() + ep->rto.rto_us;
+        ep->rto_deadline_us = now + ep->rto.rto_us;
     }
-    ep->last_ack_time = usnic_component.coarse_time;
+    ep->last_ack_time = now / 1e6;
     opal_btl_usnic_check_rts(ep);
 }
 
@@ -197,10 +199,10 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
     }
 }
 
-void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep)
+void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep, double now)
 {
     if (!ep->on_timer_list) {
-        ep->rto_deadline_us = opal_btl_usnic_now_us() + ep->rto.rto_us;
+        ep->rto_deadline_us = now + ep->rto.rto_us;
         opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = true;
     }

@@ -28,7 +28,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module);
 
 /* Start the endpoint's retransmit timer if it is not running (a segment
  * went in flight), or stop it (nothing is unacknowledged any more). */
-void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep);
+void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep, double now);
 void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep);
 
 /* Expire the module's retransmit timers that are due at `now` (monotonic

@@ -240,6 +240,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
+    c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
     /* For debugging and the rogue-sender test, which must forge both. */
     usnic_verbose(10, "%s: sender id 0x%016" PRIx64 ", Q_Key 0x%08x", opal_process_info.nodename,
                   c->my_hashed_name, c->qkey);
@@ -399,7 +400,9 @@ int opal_btl_usnic_component_progress(void)
     int count = 0;
 
     if (0 == (++c->progress_ticks & 255)) {
-        c->coarse_time = opal_btl_usnic_now_us() / 1e6;
+        double now = opal_btl_usnic_now_us();
+        c->coarse_time = now / 1e6;
+        c->progress_stamp_us = (int64_t) now;
     }
     for (int i = 0; i < c->num_modules; ++i) {
         count += opal_btl_usnic_module_progress(&c->modules[i]);

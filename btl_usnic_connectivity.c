@@ -6,6 +6,8 @@
  * Threads: checks are created on the main thread and then run on OPAL's
  * progress thread; the list of checks is shared under a mutex, and a
  * failure is handed back through opal_btl_usnic_connectivity_failed.
+ * Liveness records are owned by their endpoint and listed under the same
+ * mutex, so that the progress thread can find one by the answer's address.
  */
 
 #include "opal_config.h"
@@ -37,6 +39,8 @@
 #define USNIC_CONN_HDR_ROOM 68
 #define USNIC_CONN_SMALL sizeof(usnic_conn_msg_t)
 #define USNIC_CONN_BUF_SIZE 65536
+/* IPv4, UDP, BTH, DETH and ICRC around a RoCE v2 UD payload. */
+#define USNIC_ROCE_V2_OVERHEAD (20 + 8 + 12 + 8 + 4)
 
 typedef struct {
     opal_list_item_t super;
@@ -53,36 +57,85 @@ typedef struct {
 } usnic_conn_check_t;
 OBJ_CLASS_INSTANCE(usnic_conn_check_t, opal_list_item_t, NULL, NULL);
 
+struct opal_btl_usnic_live_t {
+    opal_list_item_t super;
+    opal_btl_usnic_module_t *module;
+    struct sockaddr_in peer;
+    bool listed;                     /* on conn_live (under conn_lock) */
+    volatile int64_t answer_us;      /* the last answer, monotonic */
+    volatile int64_t busy_us;        /* the last answer from a peer outside progress */
+};
+OBJ_CLASS_INSTANCE(opal_btl_usnic_live_t, opal_list_item_t, NULL, NULL);
+
 volatile int32_t opal_btl_usnic_connectivity_failed = 0;
 
 static opal_event_base_t *conn_evbase = NULL;
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static opal_list_t conn_checks;
+static opal_list_t conn_live;
 static bool conn_checks_ready = false;
 static usnic_conn_check_t *conn_failure = NULL;
 
-/* A PING is sent padded to its size; an ACK is a bare header naming the
- * size of the PING it answers. */
-static void send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
+/* A PING is sent padded to its size; every other message is a bare header
+ * (an ACK names the size of the PING it answers).  Returns 0 or the errno
+ * of sendto. */
+static int send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
 {
     usnic_conn_msg_t *m = buf;
     size_t len = USNIC_CONN_PING == type ? size : sizeof(*m);
 
     memset(buf, 0, len);
-    m->magic = USNIC_CONN_PING == type ? USNIC_CONN_MAGIC_PING : USNIC_CONN_MAGIC_ACK;
+    m->magic = USNIC_CONN_PING == type || USNIC_CONN_LIVE_PING == type ? USNIC_CONN_MAGIC_PING
+                                                                       : USNIC_CONN_MAGIC_ACK;
     m->type = type;
     m->size = size;
-    /* Losses (full socket buffer, EPERM under load, a too-small path MTU)
-     * simply show up as missing ACKs and are retried. */
-    (void) sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to));
+    /* Losses (full socket buffer, EPERM under load) simply show up as
+     * missing ACKs and are retried. */
+    if (sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to)) < 0) {
+        return errno;
+    }
+    return 0;
+}
+
+/* The local kernel refused the large ping (EMSGSIZE): its route to the
+ * peer has a smaller MTU than both interfaces.  That is how this host is
+ * set up, not a broken path, so test what the route carries, as long as
+ * that still holds usnic's largest datagram.  True if the ping got smaller. */
+static bool fit_local_path_mtu(usnic_conn_check_t *c)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), mtu = 0;
+    socklen_t len = sizeof(mtu);
+    bool ok;
+
+    if (fd < 0) {
+        return false;
+    }
+    ok = 0 == connect(fd, (const struct sockaddr *) &c->peer, sizeof(c->peer)) &&
+         0 == getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) &&
+         mtu >= (int) c->module->local_addr.mtu + USNIC_ROCE_V2_OVERHEAD &&
+         (uint32_t) mtu - USNIC_CONN_HDR_ROOM < c->sizes[1];
+    close(fd);
+    if (!ok) {
+        return false;
+    }
+    usnic_verbose(5, "%s: %s: the route to %s has MTU %d, less than the interfaces': "
+                  "large connectivity pings cut from %u to %u bytes",
+                  opal_process_info.nodename, c->module->dev_name, c->peer_ip, mtu, c->sizes[1],
+                  (uint32_t) mtu - USNIC_CONN_HDR_ROOM);
+    c->sizes[1] = (uint32_t) mtu - USNIC_CONN_HDR_ROOM;
+    return true;
 }
 
 static void send_pings(usnic_conn_check_t *c)
 {
     for (int i = 0; i < 2; ++i) {
         if (!c->acked[i]) {
-            send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
-                     c->module->conn_send_buf);
+            int err = send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
+                               c->module->conn_send_buf);
+            if (1 == i && EMSGSIZE == err && fit_local_path_mtu(c)) {
+                send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[1],
+                         c->module->conn_send_buf);
+            }
         }
     }
 }
@@ -162,6 +215,34 @@ static void recv_cb(int fd, short flags, void *arg)
             send_msg(fd, &from, USNIC_CONN_ACK, m->size, &reply);
             continue;
         }
+        if (USNIC_CONN_MAGIC_PING == m->magic && USNIC_CONN_LIVE_PING == m->type &&
+            sizeof(*m) == (size_t) n) {
+            usnic_conn_msg_t reply;
+            int64_t idle_ms = ((int64_t) opal_btl_usnic_now_us() -
+                               usnic_component.progress_stamp_us) / 1000;
+            send_msg(fd, &from, USNIC_CONN_LIVE_ACK,
+                     idle_ms < 0 ? 0 : idle_ms > UINT32_MAX ? UINT32_MAX : (uint32_t) idle_ms,
+                     &reply);
+            continue;
+        }
+        if (USNIC_CONN_MAGIC_ACK == m->magic && USNIC_CONN_LIVE_ACK == m->type &&
+            sizeof(*m) == (size_t) n) {
+            int64_t now = (int64_t) opal_btl_usnic_now_us();
+            bool busy = m->size >= 1000 * usnic_peer_busy_idle(usnic_component.peer_timeout);
+            opal_btl_usnic_live_t *l;
+            pthread_mutex_lock(&conn_lock);
+            OPAL_LIST_FOREACH (l, &conn_live, opal_btl_usnic_live_t) {
+                if (l->module == module && l->peer.sin_addr.s_addr == from.sin_addr.s_addr &&
+                    l->peer.sin_port == from.sin_port) {
+                    l->answer_us = now;
+                    if (busy) {
+                        l->busy_us = now;
+                    }
+                }
+            }
+            pthread_mutex_unlock(&conn_lock);
+            continue;
+        }
         if (USNIC_CONN_MAGIC_ACK == m->magic && USNIC_CONN_ACK == m->type &&
             sizeof(*m) == (size_t) n) {
             usnic_conn_check_t *c;
@@ -195,6 +276,7 @@ int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
             return OPAL_ERROR;
         }
         OBJ_CONSTRUCT(&conn_checks, opal_list_t);
+        OBJ_CONSTRUCT(&conn_live, opal_list_t);
         conn_checks_ready = true;
     }
     module->conn_recv_buf = malloc(USNIC_CONN_BUF_SIZE);
@@ -278,15 +360,18 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
     usnic_conn_check_t *c;
-    uint32_t large;
+    uint32_t large, mtu;
 
     ep->connectivity_checked = true;
     if (module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
         return;
     }
-    large = ep->remote.if_mtu > USNIC_CONN_HDR_ROOM + USNIC_CONN_SMALL
-                ? ep->remote.if_mtu - USNIC_CONN_HDR_ROOM
-                : USNIC_CONN_SMALL + 1;
+    /* Interfaces with different MTUs (9000 and 9216, say) still carry
+     * whatever the smaller one does, and usnic's datagrams are far smaller. */
+    mtu = ep->remote.if_mtu < (uint32_t) module->if_mtu ? ep->remote.if_mtu
+                                                         : (uint32_t) module->if_mtu;
+    large = mtu > USNIC_CONN_HDR_ROOM + USNIC_CONN_SMALL ? mtu - USNIC_CONN_HDR_ROOM
+                                                         : USNIC_CONN_SMALL + 1;
     if (large > USNIC_CONN_BUF_SIZE) {
         large = USNIC_CONN_BUF_SIZE;
     }
@@ -315,6 +400,69 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
     /* Hand the check to the progress thread. */
     opal_event_set(conn_evbase, &c->ev, -1, OPAL_EV_WRITE, start_cb, c);
     opal_event_active(&c->ev, OPAL_EV_WRITE, 1);
+}
+
+void opal_btl_usnic_liveness_ping(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    usnic_conn_msg_t m;
+
+    if (module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
+        return;
+    }
+    if (NULL == ep->live) {
+        opal_btl_usnic_live_t *l = OBJ_NEW(opal_btl_usnic_live_t);
+        if (NULL == l) {
+            return;
+        }
+        l->module = module;
+        memset(&l->peer, 0, sizeof(l->peer));
+        l->peer.sin_family = AF_INET;
+        l->peer.sin_addr.s_addr = ep->remote.ipv4_addr;
+        l->peer.sin_port = htons((uint16_t) ep->remote.connectivity_udp_port);
+        l->answer_us = l->busy_us = 0;
+        pthread_mutex_lock(&conn_lock);
+        opal_list_append(&conn_live, &l->super);
+        l->listed = true;
+        pthread_mutex_unlock(&conn_lock);
+        ep->live = l;
+    }
+    /* A lost ping is a missing answer; the next one follows. */
+    (void) send_msg(module->conn_fd, &ep->live->peer, USNIC_CONN_LIVE_PING, sizeof(m), &m);
+}
+
+double opal_btl_usnic_liveness_busy(opal_btl_usnic_endpoint_t *ep)
+{
+    return NULL == ep->live ? 0 : ep->live->busy_us / 1e6;
+}
+
+const char *opal_btl_usnic_liveness_summary(opal_btl_usnic_endpoint_t *ep, double now,
+                                            double timeout)
+{
+    if (ep->module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
+        return "not used (the connectivity checker is off)";
+    }
+    if (NULL == ep->live || now - ep->live->answer_us / 1e6 >= timeout) {
+        return "no answer (peer process or host gone, or no path)";
+    }
+    return "answered by a peer process that runs MPI but acknowledges nothing";
+}
+
+void opal_btl_usnic_liveness_release(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_live_t *l = ep->live;
+
+    if (NULL == l) {
+        return;
+    }
+    pthread_mutex_lock(&conn_lock);
+    if (l->listed) {
+        opal_list_remove_item(&conn_live, &l->super);
+        l->listed = false;
+    }
+    pthread_mutex_unlock(&conn_lock);
+    ep->live = NULL;
+    OBJ_RELEASE(l);
 }
 
 void opal_btl_usnic_connectivity_report(void)
@@ -351,6 +499,13 @@ void opal_btl_usnic_connectivity_fini(void)
         return;
     }
     cancel_checks(NULL);
+    /* Endpoints may outlive the checker: they free their records later. */
+    pthread_mutex_lock(&conn_lock);
+    while (!opal_list_is_empty(&conn_live)) {
+        opal_btl_usnic_live_t *l = (opal_btl_usnic_live_t *) opal_list_remove_first(&conn_live);
+        l->listed = false;
+    }
+    pthread_mutex_unlock(&conn_lock);
     for (int i = 0; i < usnic_component.num_modules; ++i) {
         unlisten(&usnic_component.modules[i]);
     }
@@ -359,6 +514,7 @@ void opal_btl_usnic_connectivity_fini(void)
         conn_failure = NULL;
     }
     OBJ_DESTRUCT(&conn_checks);
+    OBJ_DESTRUCT(&conn_live);
     conn_checks_ready = false;
     opal_progress_thread_finalize(NULL);
     conn_evbase = NULL;

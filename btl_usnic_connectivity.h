@@ -3,10 +3,12 @@
  * $COPYRIGHT$
  *
  * Connectivity checker.  Before the first datagram to a peer interface,
- * UDP pings of a small and an MTU-sized datagram (Don't Fragment) go from
- * the local interface to the peer's; if either size gets no answer after
- * the configured retries, the job aborts with a message naming both ends
- * instead of hanging in retransmits.
+ * UDP pings of a small and an MTU-sized datagram (Don't Fragment; the
+ * smaller of both interface MTUs) go from the local interface to the
+ * peer's; if either size gets no answer after the configured retries, the
+ * job aborts with a message naming both ends instead of hanging in
+ * retransmits.  The same sockets answer the dead-peer check's liveness
+ * pings.
  *
  * Design: every process has one UDP socket per module, published in the
  * modex, and answers and sends pings from OPAL's progress thread, so a
@@ -31,6 +33,28 @@ int opal_btl_usnic_connectivity_listen(struct opal_btl_usnic_module_t *module);
 
 /* Start checking the path to an endpoint's peer interface (once per pair). */
 void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
+
+/* Liveness pings.  While an endpoint's data stays unacknowledged, the
+ * dead-peer check pings the peer's socket (from the main thread); the
+ * peer's progress thread answers even while its application computes, with
+ * how long ago its main thread last ran progress. */
+typedef struct opal_btl_usnic_live_t opal_btl_usnic_live_t;
+
+/* Send one liveness ping to the endpoint's peer (nothing if the checker is
+ * off on either side). */
+void opal_btl_usnic_liveness_ping(struct mca_btl_base_endpoint_t *ep);
+
+/* When (monotonic seconds) the peer last answered while busy outside
+ * progress; 0 if never. */
+double opal_btl_usnic_liveness_busy(struct mca_btl_base_endpoint_t *ep);
+
+/* What the pings found in the last timeout seconds, for the dead-peer
+ * message. */
+const char *opal_btl_usnic_liveness_summary(struct mca_btl_base_endpoint_t *ep, double now,
+                                            double timeout);
+
+/* Forget the endpoint's liveness record (endpoint destructor). */
+void opal_btl_usnic_liveness_release(struct mca_btl_base_endpoint_t *ep);
 
 /* Called from progress when a check failed: report and abort. */
 void opal_btl_usnic_connectivity_report(void);

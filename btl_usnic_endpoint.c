@@ -14,6 +14,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_send.h"
@@ -46,6 +47,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->dup_ack_count = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
+    ep->live = NULL;
+    memset(&ep->watch, 0, sizeof(ep->watch));
     ep->zombie = false;
     ep->failed = false;
 }
@@ -73,6 +76,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
         }
         free(ep->rx_frags);
     }
+    opal_btl_usnic_liveness_release(ep);
     free(ep->sent_segs);
     free(ep->rx_bits);
     if (NULL != ep->ah) {
@@ -104,7 +108,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     ep->rx_acked = (uint16_t)(remote->isn - 1);
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
-    ep->last_ack_time = usnic_component.coarse_time;
+    ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
     ep->prio_inflight = 0;
     opal_btl_usnic_endpoint_size_window(ep, 1);
     return OPAL_SUCCESS;

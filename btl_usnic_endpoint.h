@@ -68,7 +68,9 @@ typedef struct mca_btl_base_endpoint_t {
     size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */
     uint32_t next_frag_id;
     int active_large_frags;
-    double last_ack_time;               /* when the window last moved (coarse clock) */
+    double last_ack_time;               /* when the window last moved (monotonic s) */
+    usnic_peer_watch_t watch;           /* dead-peer check of the current stall */
+    struct opal_btl_usnic_live_t *live; /* liveness ping answers, from the checker thread */
     usnic_rto_t rto;                    /* retransmit timeout, adapted to measured RTT */
     bool rtt_timing;                    /* one segment per round trip is timed */
     uint16_t rtt_seq;

@@ -136,8 +136,13 @@ int opal_btl_usnic_component_register(void)
              "usnic device", true, &c->show_route_failures, OPAL_INFO_LVL_3);
     reg_int("max_short_packets", "Warn once after this many truncated or malformed packets "
             "have been dropped (0 = never warn)", 25, &c->max_short_packets, OPAL_INFO_LVL_5);
-    reg_int("peer_timeout", "Seconds a peer may leave outstanding data unacknowledged before "
-            "it is declared unreachable and the job is aborted (0 = retransmit forever)",
+    reg_int("peer_timeout", "Seconds a peer may leave outstanding data unacknowledged, "
+            "without showing it is alive otherwise, before it is declared unreachable and the "
+            "job is aborted, between 1 and 1.25 times this after its last sign of life "
+            "(0 = retransmit forever). From a quarter of it on, the peer is pinged over the "
+            "connectivity checker's UDP sockets; a peer process busy outside MPI answers from "
+            "its progress thread and is waited for. With btl_usnic_connectivity_check 0 there "
+            "are no pings, and a peer computing for longer than this is declared dead",
             30, &c->peer_timeout, OPAL_INFO_LVL_4);
     reg_string("rcache", "Registration cache used for send and receive buffers", "grdma",
                &c->rcache_name, OPAL_INFO_LVL_5);

@@ -72,20 +72,25 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     hdr->pkt_seq = seq;
     hdr->put_addr = seg->frag->put_addr;
     opal_btl_usnic_piggyback_ack(ep, hdr);
-    /* The dead-peer clock runs only while something is unacknowledged. */
-    if (1 == usnic_tx_window_inflight(&ep->tx)) {
-        ep->last_ack_time = usnic_component.coarse_time;
-    }
-
-    if (!ep->rtt_timing) {
-        ep->rtt_timing = true;
-        ep->rtt_seq = seq;
-        ep->rtt_start_us = opal_btl_usnic_now_us();
-    }
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
     post_or_die(module, ep, seg, channel);
-    opal_btl_usnic_timer_start(ep);
+
+    /* One clock read, after the post, and only when something starts: a
+     * round-trip sample, or (first segment in flight) the retransmit timer
+     * and the dead-peer clock, which run only while data is unacknowledged. */
+    if (!ep->rtt_timing || !ep->on_timer_list) {
+        double now = opal_btl_usnic_now_us();
+        if (!ep->rtt_timing) {
+            ep->rtt_timing = true;
+            ep->rtt_seq = seq;
+            ep->rtt_start_us = now;
+        }
+        if (!ep->on_timer_list) {
+            ep->last_ack_time = now / 1e6;
+            opal_btl_usnic_timer_start(ep, now);
+        }
+    }
 
     inflight = usnic_tx_window_inflight(&ep->tx);
     if (inflight > module->stats.max_sent_window_size) {

@@ -130,6 +130,28 @@ void usnic_rto_backoff(usnic_rto_t *r)
     r->rto_us = rto_clamp(r, 2.0 * r->rto_us);
 }
 
+usnic_peer_verdict_t usnic_peer_judge(usnic_peer_watch_t *w, double now, double last_seen,
+                                      double timeout, bool restart)
+{
+    double stall = now - last_seen;
+
+    if (stall < timeout / USNIC_PEER_WATCH_FRACTION) {
+        w->watch_since = 0;
+        return USNIC_PEER_OK;
+    }
+    if (restart || 0 == w->watch_since) {
+        w->watch_since = now;
+    }
+    if (stall >= timeout && now - w->watch_since >= timeout / 2) {
+        return USNIC_PEER_DEAD;
+    }
+    if (now - w->last_ping >= usnic_peer_ping_interval(timeout)) {
+        w->last_ping = now;
+        return USNIC_PEER_PING;
+    }
+    return USNIC_PEER_OK;
+}
+
 usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size)
 {
     const usnic_btl_header_t *h = buf;

@@ -112,6 +112,47 @@ static inline void usnic_rto_unback(usnic_rto_t *r)
     }
 }
 
+/* ---- dead-peer detection ---- */
+
+/* A peer holding our data unacknowledged is dead only if, for the timeout,
+ * it neither acknowledged anything nor proved alive otherwise (answered a
+ * liveness ping while busy outside MPI), and it had at least half the
+ * timeout of our attention: pings and retransmits only go out while this
+ * process runs progress, so a stall we sat out ourselves proves nothing.
+ * Times are seconds on a monotonic clock. */
+typedef struct {
+    double watch_since;         /* the current stall was first noticed; 0: no stall */
+    double last_ping;           /* the last liveness ping went out */
+} usnic_peer_watch_t;
+
+typedef enum {
+    USNIC_PEER_OK,
+    USNIC_PEER_PING,            /* send the peer a liveness ping now */
+    USNIC_PEER_DEAD,
+} usnic_peer_verdict_t;
+
+/* Liveness pings start once a stall lasts this fraction of the timeout. */
+#define USNIC_PEER_WATCH_FRACTION 4
+
+/* Seconds between liveness pings. */
+static inline double usnic_peer_ping_interval(double timeout)
+{
+    return timeout / 8 < 1.0 ? timeout / 8 : 1.0;
+}
+
+/* How long a peer must have been outside progress for its answer to show
+ * it busy (a peer spinning in MPI would have acknowledged). */
+static inline double usnic_peer_busy_idle(double timeout)
+{
+    return timeout / USNIC_PEER_WATCH_FRACTION < 1.0 ? timeout / USNIC_PEER_WATCH_FRACTION : 1.0;
+}
+
+/* One check of an endpoint with segments in flight.  last_seen: its last
+ * sign of life (first segment in flight, last ACK, last busy answer).
+ * restart: this process did not check for a long time (it was away). */
+usnic_peer_verdict_t usnic_peer_judge(usnic_peer_watch_t *w, double now, double last_seen,
+                                      double timeout, bool restart);
+
 /* ---- received-packet validation ---- */
 
 typedef enum {

@@ -74,10 +74,13 @@ _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 
 _Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
- * padded to its size; the ACK repeats that size. */
+ * padded to its size; the ACK repeats that size.  A LIVE_PING (16 bytes,
+ * magic PING) asks whether the peer process is alive; its LIVE_ACK (magic
+ * ACK) carries in size the milliseconds since the peer last ran progress. */
 #define USNIC_CONN_MAGIC_PING 0x75736e6963504e47ULL
 #define USNIC_CONN_MAGIC_ACK 0x75736e69634b4341ULL
-enum { USNIC_CONN_PING = 17, USNIC_CONN_ACK = 18 };
+enum { USNIC_CONN_PING = 17, USNIC_CONN_ACK = 18, USNIC_CONN_LIVE_PING = 19,
+       USNIC_CONN_LIVE_ACK = 20 };
 typedef struct {
     uint64_t magic;
     uint8_t type;

@@ -1522,8 +1522,31 @@ USNIC_TEST(engine_verify_catches_corruption)
 /* ------------------------------------------------------------------ */
 /* failures                                                            */
 
-/* A peer that acknowledges nothing for peer_timeout seconds is declared
- * dead: fatal error naming it, and no more sends to it. */
+static double now_s(void)
+{
+    return opal_btl_usnic_now_us() / 1e6;
+}
+
+/* As if the endpoint's current stall had begun secs earlier: the dead-peer
+ * check reads a real clock. */
+static void age_stall(opal_btl_usnic_endpoint_t *ep, double secs)
+{
+    ep->last_ack_time -= secs;
+    if (0 != ep->watch.watch_since) {
+        ep->watch.watch_since -= secs;
+    }
+}
+
+/* One progress pass of a side at which the dead-peer check runs. */
+static void dead_check(world_t *w, int side)
+{
+    usnic_component.progress_ticks = (usnic_component.progress_ticks | 255) + 1;
+    world_progress(w, side);
+}
+
+/* A peer that acknowledges nothing for peer_timeout seconds, and was
+ * watched for half of that, is declared dead: fatal error naming it, and
+ * no more sends to it. */
 USNIC_TEST(engine_dead_peer)
 {
     world_t *w = world_new(1, 1);
@@ -1538,18 +1561,22 @@ USNIC_TEST(engine_dead_peer)
     world_step(w);
     check_int_eq(usnic_tx_window_inflight(&ep->tx), 1);
 
-    /* checked every 1024 progress passes, on the coarse clock */
-    usnic_component.coarse_time = ep->last_ack_time + 1.5;
-    usnic_component.progress_ticks = 1024;
-    world_progress(w, SIDE_A);
+    dead_check(w, SIDE_A);
     check_int_eq(fake_dev.fatal_calls, 0);
+    check(0 == ep->watch.watch_since);
+    /* 2.5 s without an ACK: the check starts watching, but gives the peer
+     * half the timeout of attention first */
+    age_stall(ep, 2.5);
+    dead_check(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    check(0 != ep->watch.watch_since);
     check(!ep->failed);
-    usnic_component.coarse_time = ep->last_ack_time + 2.5;
-    usnic_component.progress_ticks = 1023;
+    /* checked only every 256 passes */
+    age_stall(ep, 1.1);
+    ++usnic_component.progress_ticks;
     world_progress(w, SIDE_A);
     check_int_eq(fake_dev.fatal_calls, 0);
-    usnic_component.progress_ticks = 2048;
-    world_progress(w, SIDE_A);
+    dead_check(w, SIDE_A);
     check_int_eq(fake_dev.fatal_calls, 1);
     check(fake_dev.fatal_module == &w->mods[SIDE_A]);
     check(fake_dev.fatal_peer == &w->oproc[SIDE_A]);
@@ -1564,8 +1591,9 @@ USNIC_TEST(engine_dead_peer)
     return 0;
 }
 
-/* ACK progress restarts the dead-peer clock even while something stays
- * unacknowledged all the time. */
+/* The dead-peer clock starts and restarts on a real clock, not on the
+ * coarse one, which stands still while the process computes outside MPI;
+ * an ACK restarts it even while something stays unacknowledged. */
 USNIC_TEST(engine_dead_peer_clock)
 {
     world_t *w = world_new(500, 1);
@@ -1576,30 +1604,62 @@ USNIC_TEST(engine_dead_peer_clock)
     ep = w->ep[SIDE_A];
     usnic_component.peer_timeout = 2;
     usnic_component.progress_ticks = 1;
-    usnic_component.coarse_time = 1000.0;
+    /* back from 10 s of computing: nothing refreshed the coarse clock */
+    usnic_component.coarse_time -= 10;
     w->filter = drop_first_filter;
     w->filter_arg = &f;
     w->paused = true;
     check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
     check(NULL != world_send(w, SIDE_A, 100, SEND_PREPARE));
-    check_int_eq(ep->last_ack_time, 1000.0);
+    check(ep->last_ack_time > now_s() - 1);
     /* 501 is lost; the ACK of 500 comes back 2.5 s later */
-    usnic_component.coarse_time = 1002.5;
+    age_stall(ep, 2.5);
     w->paused = false;
     check_int_eq(world_run(w, 100, false), WORLD_STALLED);
     check_int_eq(ep->tx.ack_seq_rcvd, 500);
     check_int_eq(usnic_tx_window_inflight(&ep->tx), 1);
-    /* 0.5 s after that ACK: alive */
-    usnic_component.coarse_time = 1003.0;
-    usnic_component.progress_ticks = 1024;
-    world_progress(w, SIDE_A);
+    check(ep->last_ack_time > now_s() - 1);
+    /* just after that ACK: alive */
+    dead_check(w, SIDE_A);
     check_int_eq(fake_dev.fatal_calls, 0);
-    /* 2.5 s after it: dead */
-    usnic_component.coarse_time = 1005.0;
-    usnic_component.progress_ticks = 2048;
-    world_progress(w, SIDE_A);
+    /* 2.5 s after it, watched for 1.1 s: dead */
+    age_stall(ep, 2.5);
+    dead_check(w, SIDE_A);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    age_stall(ep, 1.1);
+    dead_check(w, SIDE_A);
     check_int_eq(fake_dev.fatal_calls, 1);
     check(ep->failed);
+    world_fini(w);
+    return 0;
+}
+
+/* A process back from computing longer than peer_timeout (its coarse clock
+ * stale) sends to a peer that takes a while to answer: the peer is not
+ * declared dead at the next checks, and the message gets through. */
+USNIC_TEST(engine_dead_peer_after_compute)
+{
+    world_t *w = world_new(1, 1);
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    usnic_component.peer_timeout = 2;
+    usnic_component.progress_ticks = 1;
+    usnic_component.coarse_time -= 10;
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    /* the coarse clock is refreshed on the way: four checks */
+    for (int i = 0; i < 1100; ++i) {
+        world_step(w);
+    }
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 1);
+    check_int_eq(fake_dev.fatal_calls, 0);
+    check(!ep->failed);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_int_eq(fake_dev.fatal_calls, 0);
     world_fini(w);
     return 0;
 }

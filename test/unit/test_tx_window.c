@@ -126,3 +126,45 @@ USNIC_TEST(rto_adapts_and_backs_off)
     check_int_eq(r.rto_us, 5000);
     return 0;
 }
+
+/* Dead-peer verdicts (timeout 8 s): watch and ping from a quarter of it,
+ * dead after the timeout without a sign of life and half of it watched. */
+USNIC_TEST(peer_judge)
+{
+    usnic_peer_watch_t w = {0, 0};
+    const double T = 8;
+
+    check(usnic_peer_ping_interval(T) == 1.0);
+    check(usnic_peer_ping_interval(2) == 0.25);
+    check(usnic_peer_busy_idle(T) == 1.0);
+    check(usnic_peer_busy_idle(2) == 0.5);
+    check_int_eq(usnic_peer_judge(&w, 101.9, 100, T, false), USNIC_PEER_OK);
+    check(0 == w.watch_since);
+    /* a quarter of the timeout: watched, pinged once per interval */
+    check_int_eq(usnic_peer_judge(&w, 102, 100, T, false), USNIC_PEER_PING);
+    check(102 == w.watch_since);
+    check_int_eq(usnic_peer_judge(&w, 102.5, 100, T, false), USNIC_PEER_OK);
+    check_int_eq(usnic_peer_judge(&w, 103, 100, T, false), USNIC_PEER_PING);
+    /* a sign of life (an ACK, a busy answer) ends the stall */
+    check_int_eq(usnic_peer_judge(&w, 105, 104.5, T, false), USNIC_PEER_OK);
+    check(0 == w.watch_since);
+    /* none for the timeout, watched for more than half of it: dead */
+    check_int_eq(usnic_peer_judge(&w, 106.5, 104.5, T, false), USNIC_PEER_PING);
+    check_int_eq(usnic_peer_judge(&w, 112.4, 104.5, T, false), USNIC_PEER_PING);
+    check_int_eq(usnic_peer_judge(&w, 112.5, 104.5, T, false), USNIC_PEER_DEAD);
+
+    /* a stall first noticed late is watched for half the timeout first */
+    memset(&w, 0, sizeof(w));
+    check_int_eq(usnic_peer_judge(&w, 110, 100, T, false), USNIC_PEER_PING);
+    check(usnic_peer_judge(&w, 113.9, 100, T, false) != USNIC_PEER_DEAD);
+    check_int_eq(usnic_peer_judge(&w, 114, 100, T, false), USNIC_PEER_DEAD);
+
+    /* back from being away: the watch starts over */
+    w.watch_since = 102;
+    w.last_ping = 103;
+    check_int_eq(usnic_peer_judge(&w, 130, 100, T, true), USNIC_PEER_PING);
+    check(130 == w.watch_since);
+    check(usnic_peer_judge(&w, 133.9, 100, T, false) != USNIC_PEER_DEAD);
+    check_int_eq(usnic_peer_judge(&w, 134, 100, T, false), USNIC_PEER_DEAD);
+    return 0;
+}

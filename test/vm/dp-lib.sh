@@ -87,3 +87,71 @@ dp_done() {
     [ "$DP_FAILED" = 0 ] || fail "see the FAIL lines above"
     pass "all checks passed"
 }
+
+# ---- helpers of the dead-peer tests (t-deadpeer.sh, t-busypeer.sh) ----
+
+# wait_ranks PROG: until both PROG processes run (at most 30 s)
+wait_ranks() {
+    for _ in $(seq 60); do
+        [ "$(pgrep -x "$1" | wc -l)" -ge 2 ] && return 0
+        sleep 0.5
+    done
+    dp_fail "$1 did not start within 30 s"
+    return 1
+}
+
+# elapsed T0: seconds since $EPOCHREALTIME was T0, one decimal
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+# lt X Y: X < Y (decimals)
+lt() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
+
+# no_message OUT LABEL: neither the checker nor the peer timeout reported anything
+no_message() {
+    if grep -q "connectivity checker" "$1"; then
+        dp_fail "$2: the connectivity checker reported a failure"
+    else
+        pass "$2: no connectivity checker message"
+    fi
+    if grep -q "retransmitting to a peer that has not" "$1"; then
+        dp_fail "$2: usnic declared a peer dead within its budget"
+    else
+        pass "$2: no peer-unreachable message"
+    fi
+}
+
+# check_reports OUT LABEL: every "Local host / Local device / Peer host / Peer address" block
+# (the checker's and the peer-unreachable messages have one) names its own host and device
+# and the OTHER host with its address
+check_reports() {
+    local reports lh ld1 ld2 ph pa l p
+    reports=$(awk '
+        /^ *Local host:/ { lh = $3 }
+        /^ *Local device:/ { ld = $3 " " $4 }
+        /^ *Peer host:/ { ph = $3 }
+        /^ *Peer address:/ { pa = $3; sub(",$", "", pa); print lh, ld, ph, pa }' "$1")
+    echo "reports (local host, device, peer host, peer address):"
+    echo "${reports:-  (none)}"
+    [ -n "$reports" ] || dp_fail "$2: no message names the local host, device and the peer"
+    while read -r lh ld1 ld2 ph pa; do
+        [ -n "$lh" ] || continue
+        l=${lh#host} p=${ph#host}
+        if [[ $lh =~ ^host[AB]$ ]] && [[ $ph =~ ^host[AB]$ ]] && [ "$l" != "$p" ] &&
+           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "$(eval "echo \$RXEVM_IP_$p")/24" ]
+        then
+            pass "$2: $lh reports its device $ld1 $ld2 and the peer $ph at $pa"
+        else
+            dp_fail "$2: wrong report: local $lh device $ld1 $ld2, peer $ph at $pa"
+        fi
+    done <<< "$reports"
+}
+
+# aborted RC LABEL: the job aborted (not success, not a hang killed by mpirun_usnic -t)
+aborted() {
+    if [ "$1" = 0 ]; then
+        dp_fail "$2: the job succeeded although it had to abort"
+    elif [ "$1" = 124 ]; then
+        dp_fail "$2: the job hung: killed at its time limit"
+    else
+        pass "$2: the job aborted (exit code $1)"
+    fi
+}

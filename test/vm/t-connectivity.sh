@@ -2,9 +2,11 @@
 # vm-timeout: 200
 # Connectivity checker: a healthy run prints nothing extra; a dead datapath (every UDP
 # datagram hostA sends is dropped: RoCE v2 and the checker's pings, while the launcher's
-# TCP still works) and an MTU mismatch (vethB lowered to 8000, which leaves RoCE's 4096
-# MTU intact) each abort the job with the checker's message, naming both ends, well
-# before the job would have ended on its own.
+# TCP still works) and an MTU mismatch on the path (both interfaces at 9000, but every UDP
+# datagram of 8192 bytes or more dropped in both directions, as by a switch port with a
+# smaller MTU; RoCE's 4096-byte datagrams and the launcher's TCP pass) each abort the job with the checker's
+# message, naming both ends, well before the job would have ended on its own. (Interfaces
+# whose MTUs merely differ are fine: t-mtu.sh.)
 . "$(dirname "$0")/lib.sh"
 mpi_build busy
 
@@ -32,13 +34,18 @@ assert_grep 'Peer address: +10\.88\.0\.[12]/24, MAC ([0-9a-f]{2}:){5}[0-9a-f]{2}
     "message names the peer address and MAC"
 pass "dead datapath aborted after ${t}s"
 
-echo "== MTU mismatch: vethB MTU 8000, job of 60 s"
-trap 'ip netns exec nsB ip link set vethB mtu 9000' EXIT
-ip netns exec nsB ip link set vethB mtu 8000 || fail "set MTU"
+echo "== MTU mismatch: UDP packets of 8192 bytes or more dropped both ways, job of 60 s"
+for x in A B; do
+    ip netns exec "ns$x" tc qdisc replace dev "veth$x" root handle 1: prio || fail "tc qdisc"
+    # UDP with the IPv4 total length (offset 2) bit 13 set: 8192 to 9000 bytes here
+    ip netns exec "ns$x" tc filter add dev "veth$x" parent 1: protocol ip prio 1 u32 \
+        match ip protocol 17 0xff match u16 0x2000 0x2000 at 2 action drop || fail "tc filter"
+done
 SECONDS=0
 BTL=usnic,self MPI_TIMEOUT=90 mpirun_usnic "$WORK/busy" 60 > "$WORK/mtu.out" 2>&1; rc=$?
 t=$SECONDS
 cat "$WORK/mtu.out"
+netem_clear
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "MTU mismatch: exit code $rc (expected an abort)"
 [ "$t" -lt 45 ] || fail "MTU mismatch: took ${t}s (bound 45 s)"
 assert_grep 'large datagrams do not' "$WORK/mtu.out" "checker reported large pings failing"

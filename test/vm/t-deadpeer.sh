@@ -9,7 +9,9 @@
 #      abort with the "peer unreachable" message naming its host and device, the other host
 #      and its address, and the 8 s budget; no sooner than the budget, less than 40 s after
 #      the outage began; never hang, never succeed. The checker (done long before) must not
-#      report anything.
+#      report anything. Its sockets still get through: the liveness pings of the dead-peer
+#      check are answered by a peer process that runs MPI, which proves the data path (not
+#      the peer) dead, and the message must say so.
 #   b) outage shorter than the budget: the same with a 4 s outage and peer_timeout 20. The job
 #      must complete (every message verified, exit 0) within 70 s of its launch, its longest
 #      round trip must show the stall, and neither usnic nor the checker may report anything.
@@ -22,21 +24,11 @@
 #      running, with a message naming the right peer: the checker's ("got no answer at all",
 #      within its 10 s budget) or the peer-unreachable one.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/dp-lib.sh"
+. "$(dirname "$0")/dp-lib.sh"      # also wait_ranks, elapsed, lt, no_message, check_reports, aborted
 # The netem qdiscs are put in place before each job and only changed (netem_change) while it
 # runs: grafting a qdisc under traffic makes rxe fail the QP (see netem_change in fault-lib.sh).
 . "$(dirname "$0")/fault-lib.sh"
 mpi_build pingloop
-
-# wait_ranks: until both pingloop processes run (at most 30 s)
-wait_ranks() {
-    for _ in $(seq 60); do
-        [ "$(pgrep -x pingloop | wc -l)" -ge 2 ] && return 0
-        sleep 0.5
-    done
-    dp_fail "pingloop did not start within 30 s"
-    return 1
-}
 
 # start_job OUT PEER_TIMEOUT SECONDS: pingloop in the background (JOB = mpirun's pid), one
 # rank per host, usnic statistics at finalize as in dp_run, killed after 120 s
@@ -47,65 +39,10 @@ start_job() {
     JOB=$!
 }
 
-# elapsed T0: seconds since $EPOCHREALTIME was T0, one decimal
-elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-# lt X Y: X < Y (decimals)
-lt() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
-
-# no_message OUT LABEL: neither the checker nor the peer timeout reported anything
-no_message() {
-    if grep -q "connectivity checker" "$1"; then
-        dp_fail "$2: the connectivity checker reported a failure"
-    else
-        pass "$2: no connectivity checker message"
-    fi
-    if grep -q "retransmitting to a peer that has not" "$1"; then
-        dp_fail "$2: usnic declared a peer dead within its budget"
-    else
-        pass "$2: no peer-unreachable message"
-    fi
-}
-
-# check_reports OUT LABEL: every "Local host / Local device / Peer host / Peer address" block
-# (both messages have one) names its own host and device and the OTHER host with its address
-check_reports() {
-    local reports lh ld1 ld2 ph pa l p
-    reports=$(awk '
-        /^ *Local host:/ { lh = $3 }
-        /^ *Local device:/ { ld = $3 " " $4 }
-        /^ *Peer host:/ { ph = $3 }
-        /^ *Peer address:/ { pa = $3; sub(",$", "", pa); print lh, ld, ph, pa }' "$1")
-    echo "reports (local host, device, peer host, peer address):"
-    echo "${reports:-  (none)}"
-    [ -n "$reports" ] || dp_fail "$2: no message names the local host, device and the peer"
-    while read -r lh ld1 ld2 ph pa; do
-        [ -n "$lh" ] || continue
-        l=${lh#host} p=${ph#host}
-        if [[ $lh =~ ^host[AB]$ ]] && [[ $ph =~ ^host[AB]$ ]] && [ "$l" != "$p" ] &&
-           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "$(eval "echo \$RXEVM_IP_$p")/24" ]
-        then
-            pass "$2: $lh reports its device $ld1 $ld2 and the peer $ph at $pa"
-        else
-            dp_fail "$2: wrong report: local $lh device $ld1 $ld2, peer $ph at $pa"
-        fi
-    done <<< "$reports"
-}
-
-# aborted RC LABEL: the job aborted (not success, not a hang)
-aborted() {
-    if [ "$1" = 0 ]; then
-        dp_fail "$2: the job succeeded although the data path was dead"
-    elif [ "$1" = 124 ]; then
-        dp_fail "$2: the job hung: killed after 120 s"
-    else
-        pass "$2: the job aborted (exit code $1)"
-    fi
-}
-
 echo "=== a) outage longer than the budget: RoCE dropped for good 5 s into the job, peer_timeout 8"
 netem_roce_both loss 0%
 start_job "$WORK/a.out" 8 40
-wait_ranks
+wait_ranks pingloop
 sleep 5
 netem_change A loss 100%
 netem_change B loss 100%
@@ -131,6 +68,11 @@ if grep -q "^The usnic BTL has been retransmitting to a peer that has not" "$WOR
 else
     dp_fail "a) no peer-unreachable message"
 fi
+if grep -Eq '^ *Liveness pings: +answered by a peer process that runs MPI' "$WORK/a.out"; then
+    pass "a) the message says the peer answered its liveness pings from within MPI"
+else
+    dp_fail "a) the message does not say that the peer answered from within MPI"
+fi
 if grep -Eq '^ *Timeout: +8 seconds$' "$WORK/a.out"; then
     pass "a) the message gives the 8 s budget"
 else
@@ -153,13 +95,13 @@ run_short() {
         netem_udp B loss 100%
         echo "== $(date +%T) $label: all UDP dropped (both directions)"
         start_job "$out" 20 25
-        wait_ranks
+        wait_ranks pingloop
         t0=$EPOCHREALTIME
         dur=6
     else
         netem_roce_both loss 0%
         start_job "$out" 20 25
-        wait_ranks
+        wait_ranks pingloop
         sleep 5
         netem_change A loss 100%
         netem_change B loss 100%
@@ -212,7 +154,7 @@ echo "=== d) dead link from the start: all UDP dropped for good, peer_timeout 30
 netem_udp A loss 100%
 netem_udp B loss 100%
 start_job "$WORK/d.out" 30 40
-wait_ranks
+wait_ranks pingloop
 t0=$EPOCHREALTIME
 wait $JOB; rc=$?
 t=$(elapsed "$t0")
