@@ -289,6 +289,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         m->port_num = port->port_num;
         m->gid_index = port->gid_index;
         m->gid = port->gid;
+        m->grh_ipv4 = port->grh_ipv4;
         m->port_mtu = port->port_mtu;
         m->link_speed_mbps = port->link_speed_mbps;
         if (!find_netdev(m, port->netdev_kindex)) {

@@ -622,7 +622,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
         opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
                                                              base);
         if (OPAL_LIKELY(IBV_WC_SUCCESS == wc->status)) {
-            opal_btl_usnic_recv(module, rseg, wc->byte_len);
+            opal_btl_usnic_recv(module, rseg, wc);
             return;
         }
         if (IBV_WC_WR_FLUSH_ERR == wc->status) {
