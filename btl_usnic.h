@@ -81,16 +81,14 @@ typedef struct opal_btl_usnic_component_t {
     /* own name as carried in every packet header */
     uint64_t my_hashed_name;
 
-    /* per-process random queue key, published in the modex */
+    /* per-process queue key from getrandom(), published in the modex and
+     * never printed: whoever knows it can send to our queue pairs */
     uint32_t qkey;
 
     /* progress passes so far; ACK delays count in these */
     uint64_t progress_ticks;
     /* seconds, refreshed every few hundred progress passes */
     double coarse_time;
-
-    /* random numbers for sequence numbers and the Q_Key */
-    opal_rng_buff_t rng;
 
     /* device contexts opened by the scan, closed at component close */
     opal_btl_usnic_context_t *contexts;

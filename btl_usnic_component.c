@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
@@ -250,14 +249,19 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     }
 
     c->my_hashed_name = opal_btl_usnic_hash_name(&opal_proc_local_get()->proc_name);
-    opal_srand(&c->rng, (uint32_t)(getpid() ^ (uint32_t) time(NULL) ^ (uint32_t) c->my_hashed_name));
     do {
-        c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
+        int err = opal_btl_usnic_random(&c->qkey, sizeof(c->qkey));
+        if (0 != err) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                           opal_process_info.nodename, "(all devices)", "the Q_Key",
+                           strerror(err));
+            return NULL;
+        }
+        c->qkey &= 0x7fffffffu;     /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
-    /* For debugging and the rogue-sender test, which must forge both. */
-    usnic_verbose(10, "%s: sender id 0x%016" PRIx64 ", Q_Key 0x%08x", opal_process_info.nodename,
-                  c->my_hashed_name, c->qkey);
+    usnic_verbose(10, "%s: sender id 0x%016" PRIx64, opal_process_info.nodename,
+                  c->my_hashed_name);
 
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");

@@ -34,5 +34,10 @@ uint32_t opal_btl_usnic_prefix_to_mask(uint32_t prefix);
 void opal_btl_usnic_snprintf_ipv4(char *out, size_t size, uint32_t ipv4, uint32_t prefix);
 void opal_btl_usnic_snprintf_mac(char *out, size_t size, const uint8_t mac[6]);
 
+/* Fill buf with bytes from the kernel's random source (getrandom), which
+ * nobody can predict from the pid, the time or the process name.  Returns
+ * 0, or the errno of the failure. */
+int opal_btl_usnic_random(void *buf, size_t len);
+
 END_C_DECLS
 #endif /* BTL_USNIC_UTIL_H */
