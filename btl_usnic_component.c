@@ -136,6 +136,8 @@ static bool memlock_ok(void)
 /* Fill the netdev facts of a module from OPAL's interface list. */
 static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
 {
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    bool has_ipv4 = 0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped));
     uint32_t gid_ipv4;
 
     memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
@@ -147,9 +149,12 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
             AF_INET != ss.ss_family) {
             continue;
         }
-        /* The GID names its netdev (RoCE) or carries its address (usNIC). */
+        /* The GID names its netdev (RoCE) or carries its address (usNIC).
+         * A netdev may have several addresses: publish the GID's, with the
+         * prefix of that address, so that peers route and pair by what
+         * the device really uses. */
         if ((kindex > 0 && opal_ifindextokindex(i) != kindex) ||
-            (kindex <= 0 && sin->sin_addr.s_addr != gid_ipv4)) {
+            ((kindex <= 0 || has_ipv4) && sin->sin_addr.s_addr != gid_ipv4)) {
             continue;
         }
         opal_ifindextoname(i, m->if_name, sizeof(m->if_name));
