@@ -264,3 +264,33 @@ USNIC_TEST(source_forged_data_ipv6_gids)
     world_fini(w);
     return rc;
 }
+
+/* A fragment from the real peer for an active-message tag nobody
+ * registered, or for 255 (beyond Open MPI's table of 255 callbacks), is
+ * dropped as bad.  (A rogue sender can no longer get such a fragment past
+ * the source check: this is where it is tested now.) */
+USNIC_TEST(source_peer_fragment_for_unknown_tag)
+{
+    world_t *w = world_new(10, 20);
+    union {
+        usnic_btl_header_t hdr;
+        uint8_t bytes[64];
+    } p;
+
+    check(NULL != w);
+    for (int i = 0; i < 2; ++i) {
+        world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_FRAG);
+        p.hdr.pkt_seq = (uint16_t)(10 + i);
+        p.hdr.payload_len = 16;
+        p.hdr.tag = (uint8_t)(254 + i);
+        memset(&p.hdr + 1, 0x5a, 16);
+        check_int_eq(world_inject(w, SIDE_B, USNIC_PRIORITY_CHANNEL, &p, sizeof(p.hdr) + 16),
+                     FAKE_RX_OK);
+        world_progress(w, SIDE_B);
+        check_int_eq(STATS(w, SIDE_B)->num_bad_recvs, i + 1);
+    }
+    check_int_eq(w->nrx, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_forged_recvs, 0);
+    world_fini(w);
+    return 0;
+}
