@@ -19,14 +19,16 @@ trap cleanup EXIT
 trap 'exit 1' TERM INT
 cleanup
 
-# gid_of X ADDR: index of the RoCE v2 GID ::ffff:ADDR of rxeX ("" if none)
+# gid_of X ADDR: index of the RoCE v2 GID ::ffff:ADDR of rxeX ("" if none); the device's
+# sysfs is only seen from its host's namespace
 gid_of() {
-    local hex g t
+    local hex
     hex=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
-    for g in $(ip netns exec "ns$1" grep -l "^$hex\$" /sys/class/infiniband/rxe$1/ports/1/gids/* 2>/dev/null); do
-        t=$(ip netns exec "ns$1" cat "/sys/class/infiniband/rxe$1/ports/1/gid_attrs/types/${g##*/}" 2>/dev/null)
-        [ "$t" = "RoCE v2" ] && { echo "${g##*/}"; return; }
-    done
+    ip netns exec "ns$1" sh -c 'cd "/sys/class/infiniband/$0/ports/1" || exit
+        for g in gids/*; do
+            [ "$(cat "$g")" = "$1" ] && [ "$(cat "gid_attrs/types/${g#gids/}")" = "RoCE v2" ] &&
+                { echo "${g#gids/}"; exit; }
+        done' "rxe$1" "$hex" 2>/dev/null
 }
 
 declare -A GI

@@ -19,11 +19,14 @@ mpicc -O2 -Wall -o "$WORK/oldqkey" "$REPO/test/vm/progs/oldqkey.c" -lopen-pal ||
 gcc -shared -fPIC -O2 -Wall -o "$WORK/nogetrandom.so" "$REPO/test/vm/progs/nogetrandom.c" -ldl ||
     fail "gcc nogetrandom.c"
 
-# pid_on X: the pid of the job's process (steady) on hostX
+# pid_on X: the pid of the job's process (steady) on hostX (the hosts have their own mount
+# namespaces: the executable's path is seen with a prefix from here)
 pid_on() {
     local p
     for p in $(ip netns pids "ns$1"); do
-        [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$WORK/steady" ] && { echo "$p"; return; }
+        case $(readlink "/proc/$p/exe" 2>/dev/null) in
+            *"$WORK/steady") echo "$p"; return ;;
+        esac
     done
 }
 
