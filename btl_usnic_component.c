@@ -10,8 +10,10 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -133,11 +135,43 @@ static bool memlock_ok(void)
     return false;
 }
 
+/* The prefix length of IPv4 address addr (network order) on kernel interface
+ * kindex, from getifaddrs: OPAL's interface list holds one address per
+ * interface name (it asks SIOCGIFADDR by name), so it never shows an
+ * interface's second address. */
+static bool ipv4_prefix_of(uint32_t addr, int kindex, uint32_t *prefix)
+{
+    struct ifaddrs *ifs, *ifa;
+    bool found = false;
+
+    if (0 != getifaddrs(&ifs)) {
+        return false;
+    }
+    for (ifa = ifs; NULL != ifa && !found; ifa = ifa->ifa_next) {
+        char name[IF_NAMESIZE];
+
+        if (NULL == ifa->ifa_addr || AF_INET != ifa->ifa_addr->sa_family ||
+            NULL == ifa->ifa_netmask ||
+            ((struct sockaddr_in *) ifa->ifa_addr)->sin_addr.s_addr != addr) {
+            continue;
+        }
+        /* an address label "eth0:1" names interface eth0 */
+        snprintf(name, sizeof(name), "%.*s", (int) strcspn(ifa->ifa_name, ":"), ifa->ifa_name);
+        if ((int) if_nametoindex(name) != kindex) {
+            continue;
+        }
+        *prefix = (uint32_t) __builtin_popcount(
+            ((struct sockaddr_in *) ifa->ifa_netmask)->sin_addr.s_addr);
+        found = true;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
 /* Fill the netdev facts of a module from OPAL's interface list. */
 static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
 {
     static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    bool has_ipv4 = 0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped));
     uint32_t gid_ipv4;
 
     memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
@@ -149,12 +183,9 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
             AF_INET != ss.ss_family) {
             continue;
         }
-        /* The GID names its netdev (RoCE) or carries its address (usNIC).
-         * A netdev may have several addresses: publish the GID's, with the
-         * prefix of that address, so that peers route and pair by what
-         * the device really uses. */
+        /* The GID names its netdev (RoCE) or carries its address (usNIC). */
         if ((kindex > 0 && opal_ifindextokindex(i) != kindex) ||
-            ((kindex <= 0 || has_ipv4) && sin->sin_addr.s_addr != gid_ipv4)) {
+            (kindex <= 0 && sin->sin_addr.s_addr != gid_ipv4)) {
             continue;
         }
         opal_ifindextoname(i, m->if_name, sizeof(m->if_name));
@@ -163,6 +194,14 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
         opal_ifindextomask(i, &m->if_prefix, sizeof(m->if_prefix));
         opal_ifindextomtu(i, &m->if_mtu);
         opal_ifindextomac(i, m->if_mac);
+        /* A netdev may have several addresses: publish the GID's, with its
+         * prefix, so that peers route and pair by what the device uses. */
+        if (0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
+            if (!ipv4_prefix_of(gid_ipv4, m->if_kindex, &m->if_prefix)) {
+                return false;
+            }
+            m->if_ipv4 = gid_ipv4;
+        }
         return true;
     }
     return false;
