@@ -79,7 +79,7 @@ job_parse() {
     local host pid id
     A_ID= B1_ID= A_PID= B1_PID=
     # "[hostA:00123] btl:usnic: hostA: sender id 0x0000abcd00000000" (sender id = jobid << 32 | vpid)
-    sed -nE 's/^\[(host[AB]):([0-9]+)\] btl:usnic: host[AB]: sender id (0x[0-9a-f]+)$/\1 \2 \3/p' \
+    sed -nE 's/^\[(host[AB]):([0-9]+)\] btl:usnic: host[AB]: sender id (0x[0-9a-f]+)(,.*)?$/\1 \2 \3/p' \
         "$OUT" > "$WORK/ids"
     while read -r host pid id; do
         case "$host:$((id & 0xffffffff))" in
