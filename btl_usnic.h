@@ -81,7 +81,8 @@ typedef struct opal_btl_usnic_component_t {
     /* own name as carried in every packet header */
     uint64_t my_hashed_name;
 
-    /* per-process random queue key, published in the modex */
+    /* per-process queue key from getrandom(), published in the modex and
+     * never printed: whoever knows it can send to our queue pairs */
     uint32_t qkey;
 
     /* progress passes so far; ACK delays count in these */
@@ -90,9 +91,6 @@ typedef struct opal_btl_usnic_component_t {
     double coarse_time;
     /* the same in microseconds, for the checker thread's liveness answers */
     volatile int64_t progress_stamp_us;
-
-    /* random numbers for sequence numbers and the Q_Key */
-    opal_rng_buff_t rng;
 
     /* memory the modules set up so far register at start (bytes) */
     size_t locked_planned;

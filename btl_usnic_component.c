@@ -10,11 +10,12 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
@@ -120,9 +121,43 @@ static int usnic_component_close(void)
     return OPAL_SUCCESS;
 }
 
+/* The prefix length of IPv4 address addr (network order) on kernel interface
+ * kindex, from getifaddrs: OPAL's interface list holds one address per
+ * interface name (it asks SIOCGIFADDR by name), so it never shows an
+ * interface's second address. */
+static bool ipv4_prefix_of(uint32_t addr, int kindex, uint32_t *prefix)
+{
+    struct ifaddrs *ifs, *ifa;
+    bool found = false;
+
+    if (0 != getifaddrs(&ifs)) {
+        return false;
+    }
+    for (ifa = ifs; NULL != ifa && !found; ifa = ifa->ifa_next) {
+        char name[IF_NAMESIZE];
+
+        if (NULL == ifa->ifa_addr || AF_INET != ifa->ifa_addr->sa_family ||
+            NULL == ifa->ifa_netmask ||
+            ((struct sockaddr_in *) ifa->ifa_addr)->sin_addr.s_addr != addr) {
+            continue;
+        }
+        /* an address label "eth0:1" names interface eth0 */
+        snprintf(name, sizeof(name), "%.*s", (int) strcspn(ifa->ifa_name, ":"), ifa->ifa_name);
+        if ((int) if_nametoindex(name) != kindex) {
+            continue;
+        }
+        *prefix = (uint32_t) __builtin_popcount(
+            ((struct sockaddr_in *) ifa->ifa_netmask)->sin_addr.s_addr);
+        found = true;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
 /* Fill the netdev facts of a module from OPAL's interface list. */
 static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
 {
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     uint32_t gid_ipv4;
 
     memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
@@ -145,6 +180,14 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
         opal_ifindextomask(i, &m->if_prefix, sizeof(m->if_prefix));
         opal_ifindextomtu(i, &m->if_mtu);
         opal_ifindextomac(i, m->if_mac);
+        /* A netdev may have several addresses: publish the GID's, with its
+         * prefix, so that peers route and pair by what the device uses. */
+        if (0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
+            if (!ipv4_prefix_of(gid_ipv4, m->if_kindex, &m->if_prefix)) {
+                return false;
+            }
+            m->if_ipv4 = gid_ipv4;
+        }
         return true;
     }
     return false;
@@ -235,15 +278,20 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     c->locked_planned = 0;
 
     c->my_hashed_name = opal_btl_usnic_hash_name(&opal_proc_local_get()->proc_name);
-    opal_srand(&c->rng, (uint32_t)(getpid() ^ (uint32_t) time(NULL) ^ (uint32_t) c->my_hashed_name));
     do {
-        c->qkey = opal_rand(&c->rng) & 0x7fffffffu; /* high bit: controlled Q_Keys */
+        int err = opal_btl_usnic_random(&c->qkey, sizeof(c->qkey));
+        if (0 != err) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                           opal_process_info.nodename, "(all devices)", "the Q_Key",
+                           strerror(err));
+            return NULL;
+        }
+        c->qkey &= 0x7fffffffu;     /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
-    /* For debugging and the rogue-sender test, which must forge both. */
-    usnic_verbose(10, "%s: sender id 0x%016" PRIx64 ", Q_Key 0x%08x", opal_process_info.nodename,
-                  c->my_hashed_name, c->qkey);
+    usnic_verbose(10, "%s: sender id 0x%016" PRIx64, opal_process_info.nodename,
+                  c->my_hashed_name);
 
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");
@@ -275,6 +323,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         m->port_num = port->port_num;
         m->gid_index = port->gid_index;
         m->gid = port->gid;
+        m->grh_ipv4 = port->grh_ipv4;
         m->port_mtu = port->port_mtu;
         m->link_speed_mbps = port->link_speed_mbps;
         if (!find_netdev(m, port->netdev_kindex)) {

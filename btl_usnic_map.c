@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "opal/util/proc.h"
@@ -37,22 +38,61 @@ static int cmp_procs(const void *a, const void *b)
     return vx < vy ? -1 : vx > vy;
 }
 
+bool opal_btl_usnic_map_path(char *path, size_t size)
+{
+    const opal_process_name_t *me = &opal_proc_local_get()->proc_name;
+    int n = snprintf(path, size, "%s-%s.pid%d.job%u.mcwrank%u.txt",
+                     usnic_component.connectivity_map_prefix, opal_process_info.nodename,
+                     (int) getpid(), me->jobid, me->vpid);
+    return n > 0 && (size_t) n < size;
+}
+
+/* A new file next to path, under a name nobody can guess: the map goes
+ * there and then replaces path by rename, which never follows a symlink
+ * (the name of path is predictable, and its directory may be shared). */
+static FILE *open_temp(const char *path, char *tmp, size_t size)
+{
+    FILE *f;
+    int fd, n = snprintf(tmp, size, "%s.XXXXXX", path);
+
+    if (n < 0 || (size_t) n >= size) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        return NULL;
+    }
+    if (0 != fchmod(fd, 0644) || NULL == (f = fdopen(fd, "w"))) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        errno = err;
+        return NULL;
+    }
+    return f;
+}
+
 void opal_btl_usnic_write_connectivity_map(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
-    const opal_process_name_t *me = &opal_proc_local_get()->proc_name;
     opal_btl_usnic_module_t **mods = NULL;
     opal_btl_usnic_proc_t **procs = NULL, *p;
     size_t nprocs = 0, i = 0;
-    char path[4096], ip[32], mac[24];
+    char path[4096], tmp[4096 + 8], ip[32], mac[24];
+    int err = 0;
     FILE *f;
 
     if (NULL == c->connectivity_map_prefix || 0 == c->num_modules) {
         return;
     }
-    snprintf(path, sizeof(path), "%s-%s.pid%d.job%u.mcwrank%u.txt", c->connectivity_map_prefix,
-             opal_process_info.nodename, (int) getpid(), me->jobid, me->vpid);
-    f = fopen(path, "w");
+    if (!opal_btl_usnic_map_path(path, sizeof(path))) {
+        opal_show_help("help-mpi-btl-usnic.txt", "cannot write to map file", true,
+                       opal_process_info.nodename, c->connectivity_map_prefix,
+                       strerror(ENAMETOOLONG));
+        return;
+    }
+    f = open_temp(path, tmp, sizeof(tmp));
     if (NULL == f) {
         opal_show_help("help-mpi-btl-usnic.txt", "cannot write to map file", true,
                        opal_process_info.nodename, path, strerror(errno));
@@ -62,6 +102,7 @@ void opal_btl_usnic_write_connectivity_map(void)
     mods = calloc(c->num_modules, sizeof(*mods));
     procs = calloc(nprocs > 0 ? nprocs : 1, sizeof(*procs));
     if (NULL == mods || NULL == procs) {
+        err = ENOMEM;
         goto out;
     }
     /* Sorted, so maps of different runs and processes compare easily. */
@@ -103,5 +144,18 @@ void opal_btl_usnic_write_connectivity_map(void)
 out:
     free(mods);
     free(procs);
-    fclose(f);
+    if (0 == err && 0 != ferror(f)) {
+        err = EIO;
+    }
+    if (0 != fclose(f) && 0 == err) {
+        err = errno;
+    }
+    if (0 == err && 0 != rename(tmp, path)) {
+        err = errno;
+    }
+    if (0 != err) {
+        unlink(tmp);
+        opal_show_help("help-mpi-btl-usnic.txt", "cannot write to map file", true,
+                       opal_process_info.nodename, path, strerror(err));
+    }
 }

@@ -670,7 +670,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
         opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
                                                              base);
         if (OPAL_LIKELY(IBV_WC_SUCCESS == wc->status)) {
-            opal_btl_usnic_recv(module, rseg, wc->byte_len);
+            opal_btl_usnic_recv(module, rseg, wc);
             return;
         }
         if (IBV_WC_WR_FLUSH_ERR == wc->status) {
@@ -895,6 +895,13 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     uint32_t data_mtu = module->port_mtu, prio_mtu;
     int sd, rd, psd, prd, rc;
 
+    rc = opal_btl_usnic_random(&module->isn, sizeof(module->isn));
+    if (0 != rc) {
+        opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                       opal_process_info.nodename, module->dev_name, "initial sequence numbers",
+                       strerror(rc));
+        return OPAL_ERROR;
+    }
     if (0 != ibv_query_device(module->context, da)) {
         opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
                        opal_process_info.nodename, module->dev_name, "ibv_query_device",
@@ -1002,7 +1009,6 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
 
-    module->isn = (uint16_t) opal_rand(&usnic_component.rng);
     memset(&module->local_addr, 0, sizeof(module->local_addr));
     memcpy(module->local_addr.gid, module->gid.raw, sizeof(module->local_addr.gid));
     module->local_addr.qp_num[USNIC_PRIORITY_CHANNEL] =

@@ -64,6 +64,7 @@ typedef struct opal_btl_usnic_module_t {
     uint8_t port_num;
     int gid_index;
     union ibv_gid gid;
+    bool grh_ipv4;                  /* senders' addresses arrive as IPv4 headers (RoCE v2) */
     uint32_t port_mtu;              /* active MTU of the port in bytes */
 
     /* the netdev behind the port */

@@ -147,12 +147,30 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     return true;
 }
 
+/* Whether the device saw the datagram come from the endpoint's queue pair
+ * for this channel (peers send on each channel to the same one) and from
+ * its GID.  The sender id in the header is only a claim. */
+static inline bool sent_by(const opal_btl_usnic_module_t *module,
+                          const opal_btl_usnic_endpoint_t *ep, int channel, const uint8_t *grh,
+                          const struct ibv_wc *wc)
+{
+    if (OPAL_UNLIKELY(!(wc->wc_flags & IBV_WC_GRH) ||
+                      wc->src_qp != ep->remote.qp_num[channel])) {
+        return false;
+    }
+    if (module->grh_ipv4) {
+        return 0 == memcmp(grh + USNIC_GRH_IPV4_SRC_OFF, ep->remote.gid + 12, 4);
+    }
+    return 0 == memcmp(grh + USNIC_GRH_SGID_OFF, ep->remote.gid, sizeof(ep->remote.gid));
+}
+
 void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
-                         uint32_t byte_len)
+                         const struct ibv_wc *wc)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[rseg->base.channel];
     usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
     opal_btl_usnic_endpoint_t *ep = NULL;
+    uint32_t byte_len = wc->byte_len;
     usnic_pkt_result_t res;
     size_t len;
 
@@ -170,6 +188,10 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     ep = opal_btl_usnic_lookup_sender(module, hdr->sender);
     if (OPAL_UNLIKELY(NULL == ep || ep->exiting)) {
         ++module->stats.num_unk_recvs;
+        goto repost;
+    }
+    if (OPAL_UNLIKELY(!sent_by(module, ep, rseg->base.channel, rseg->buf, wc))) {
+        ++module->stats.num_forged_recvs;
         goto repost;
     }
     if (hdr->ack_present) {

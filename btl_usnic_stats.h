@@ -32,6 +32,7 @@
     X(num_oow_high_recvs, "datagrams above the receive window dropped")      \
     X(num_badfrag_recvs, "chunks dropped: reassembly slot busy or mismatched") \
     X(num_bad_recvs, "malformed datagrams dropped")                           \
+    X(num_forged_recvs, "datagrams dropped: not from the queue pair or GID of the sender they name") \
     X(num_recv_errors, "receive completions with an error status (datagram lost)") \
     X(num_send_errors, "send completions with an error status (datagram not sent)") \
     X(num_old_dup_acks, "old ACKs ignored")                                   \

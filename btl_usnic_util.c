@@ -2,16 +2,18 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Interface filter parsing and matching, address printing.
+ * Interface filter parsing and matching, address printing, random numbers.
  */
 
 #include "opal_config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "opal/util/argv.h"
 #include "opal/util/proc.h"
@@ -165,4 +167,22 @@ bool opal_btl_usnic_may_lock_unlimited(void)
     }
     fclose(f);
     return yes;
+}
+
+int opal_btl_usnic_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (EINTR == errno) {
+                continue;
+            }
+            return errno;
+        }
+        p += n;
+        len -= (size_t) n;
+    }
+    return 0;
 }

@@ -38,5 +38,10 @@ void opal_btl_usnic_snprintf_mac(char *out, size_t size, const uint8_t mac[6]);
  * CAP_IPC_LOCK, as root usually does). */
 bool opal_btl_usnic_may_lock_unlimited(void);
 
+/* Fill buf with bytes from the kernel's random source (getrandom), which
+ * nobody can predict from the pid, the time or the process name.  Returns
+ * 0, or the errno of the failure. */
+int opal_btl_usnic_random(void *buf, size_t len);
+
 END_C_DECLS
 #endif /* BTL_USNIC_UTIL_H */

@@ -88,6 +88,7 @@ static int find_gid(struct ibv_context *ctx, const char *dev_name, uint8_t port,
         out->gid_index = i;
         out->gid = entry.gid;
         out->netdev_kindex = (int) entry.ndev_ifindex;
+        out->grh_ipv4 = IBV_GID_TYPE_ROCE_V2 == entry.gid_type && gid_is_ipv4(&entry.gid);
         return OPAL_SUCCESS;
     }
     usnic_verbose(5, "%s: %s port %u: no usable IPv4 RoCE v2 GID", opal_process_info.nodename,

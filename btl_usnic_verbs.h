@@ -28,6 +28,7 @@ typedef struct {
     int gid_index;
     union ibv_gid gid;
     int netdev_kindex;              /* kernel ifindex of the netdev behind the GID */
+    bool grh_ipv4;                  /* RoCE v2 over IPv4: receives carry an IPv4 header */
     uint32_t port_mtu;              /* active MTU in bytes */
     uint32_t link_speed_mbps;
 } opal_btl_usnic_port_t;

@@ -20,6 +20,12 @@
 
 /* Bytes the device writes in front of every UD receive (RoCE carries a GRH). */
 #define USNIC_GRH_LEN 40
+/* Where the sender's address sits in them: an IB/RoCE v1/RoCE v2-over-IPv6
+ * GRH has the source GID at byte 8; for RoCE v2 over IPv4 the device writes
+ * 20 zero bytes and then the packet's IPv4 header, source address at byte
+ * 20 + 12 (Linux rdma_network_hdr, as rxe and RoCE NICs fill it). */
+#define USNIC_GRH_SGID_OFF 8
+#define USNIC_GRH_IPV4_SRC_OFF 32
 
 enum {
     USNIC_PAYLOAD_TYPE_ACK = 1,

@@ -417,6 +417,7 @@ static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
 {
     uint8_t d[sizeof(usnic_btl_header_t) + OB1_MATCH_HDR_LEN + SMALL_LEN];
     usnic_btl_header_t *hdr = (usnic_btl_header_t *) d;
+    fake_src_t src;
 
     if (OPAL_SUCCESS != send_small(w, s, ep)) {
         FAIL("btl_sendi to an extra peer failed");
@@ -433,7 +434,11 @@ static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
     hdr->payload_len = OB1_MATCH_HDR_LEN + SMALL_LEN;
     hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
     hdr->tag = BENCH_TAG;
-    if (FAKE_RX_OK != world_inject(w, s, USNIC_PRIORITY_CHANNEL, d, sizeof(d))) {
+    /* from the extra peer's own priority QP and GID, which the receive path checks */
+    src.qpn = ep->remote.qp_num[USNIC_PRIORITY_CHANNEL];
+    memcpy(src.gid, ep->remote.gid, sizeof(src.gid));
+    if (FAKE_RX_OK != fake_deliver(w->mods[s].local_addr.qp_num[USNIC_PRIORITY_CHANNEL], &src,
+                                   d, sizeof(d))) {
         FAIL("could not deliver to side %c", 'A' + s);
     }
     for (int i = 0; i < 2 * usnic_component.ack_iteration_delay + 4; ++i) {

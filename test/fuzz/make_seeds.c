@@ -350,7 +350,7 @@ static const char *chk_malformed(world_t *w)
     EXPECT(0 == STATS(SIDE_B)->num_frag_recvs + STATS(SIDE_B)->num_chunk_recvs +
                     STATS(SIDE_B)->num_ack_recvs,
            "a malformed datagram was accepted");
-    return quiet_except(w, "bad unk crc");
+    return quiet_except(w, "bad unk recv_err");
 }
 
 static const char *chk_window_edges(world_t *w)

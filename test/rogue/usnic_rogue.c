@@ -1,29 +1,31 @@
 /*
  * usnic_rogue: a rogue sender for the usnic BTL's receive path.
  *
- * Runs on a host of the rxe VM (hostB) while an MPI job uses usnic, and sends crafted UD
- * datagrams straight at the queue pairs of one usnic process (on hostA): wrong Q_Keys,
- * truncated packets, wrong lengths, unknown senders, chunks out of range, colliding
- * fragments, ACKs for sequences never sent, random bytes, sequence numbers far outside the
- * receive window and emulated PUTs into memory nobody registered. The receiver must drop
- * every one of them and count it; the job must not notice.
+ * Runs on a host of the rxe VM while an MPI job uses usnic, and sends crafted UD datagrams
+ * straight at the queue pairs of one usnic process (the target): wrong Q_Keys, truncated
+ * packets, wrong lengths, unknown senders, chunks out of range, random bytes, and datagrams
+ * forged in the name of the target's real peer. The receiver must drop every one of them
+ * and count it; the job must not notice.
  *
- * Everything a forger needs comes from the job's output (--mca btl_base_verbose 10): the
- * target's Q_Key, queue pair numbers and sender id, and the sender ids of the processes it
- * talks to. Sequence numbers are not printed, so the tool learns them from the wire: it
- * watches the RoCE v2 packets on this host's netdev (an AF_PACKET socket: root only), and
- * for a sender that is not sending it probes: a datagram outside the receive window makes
- * the target answer with an ACK that carries the left edge of its window.
+ * What a forger needs: the target's Q_Key and queue pair numbers, and the sender ids of the
+ * target and of its peer. The Q_Key is random and printed nowhere, so the tool reads it
+ * from memory, as a local attacker with the job's user id can (ptrace access to the job's
+ * processes; here root): -A PID scans the heap and anonymous memory of process PID (the
+ * target itself, or a process of the job that talks to it and so holds its modex record)
+ * for the target's usnic modex record, found by the target's GID (-G), and takes the queue
+ * pairs and the Q_Key from it. Sequence numbers come from the wire: the tool watches the
+ * RoCE v2 packets on its host's netdev (-I, an AF_PACKET socket: root only).
  *
  * Each datagram is sent with an expectation of what the receiver does with it (which
  * counter moves); the tool prints the totals per mode and overall, for the test to compare
  * with the receiver's "btl:usnic: stats" counters.
  *
- *   usnic_rogue -d rxeB -g 1 -G 10.88.0.1 -p PRIO_QPN -q DATA_QPN -k QKEY -T TARGET_ID \
- *               -s PEER_ID [-S QUIET_ID -Z QUIET_PRIO_QPN] [-I vethB] -m MODES
- *   usnic_rogue -d rxeA -Q       print the port's Q_Key violation counter and exit
+ *   usnic_rogue -d rxeB -g 1 -G 10.88.0.1 -A PID -T TARGET_ID -s PEER_ID [-I vethB] -m MODES
+ *   usnic_rogue -G 10.88.0.1 -A PID -D      print the target's record found in PID and exit
+ *   usnic_rogue -d rxeA -Q                  print the port's Q_Key violation counter and exit
+ * (-p PRIO_QPN -q DATA_QPN -k QKEY give the record's values instead of -A.)
  *
- * Modes (comma-separated; "all" = every mode from short to put):
+ * Modes (comma-separated; "all" = short badlen unknown chunk random forge):
  *   wrongqkey  datagrams of all the kinds below, with a wrong Q_Key: the device must drop
  *              them (its Q_Key violation counter moves, usnic's counters do not)
  *   short      0-31 bytes: shorter than the 32-byte header                  -> bad
@@ -31,34 +33,20 @@
  *              unknown payload types                                           -> bad
  *   unknown    well-formed datagrams from sender ids not in the job             -> unk
  *   chunk      chunks with frag ids, sizes and offsets out of range               -> bad
- *   frag       (quiet sender) a forged fragment per reassembly slot, then chunks
- *              that collide with it: same id and another size/tag/PUT address,
- *              other ids for the same slot, wrong sequence for their index, and
- *              chunks that do not tile their fragment                        -> badfrag
- *   ack        the peer's real sender id, ACKs for sequences the target never sent
- *                                                                              -> bogus
  *   random     random bytes, random lengths                                   -> bad/unk
- *   oow        the peer's (and the quiet sender's) real id, sequence numbers far outside
- *              the receive window, above or below it               -> oow_high, oow_low
- *   put        (quiet sender) emulated PUTs, in the window, into memory that is not
- *              registered: the canary (-c), just past it, low and kernel addresses -> bad
- * Extra modes, not in "all":
+ *   forge      well-formed datagrams with the peer's (-s) real sender id and sequence
+ *              numbers a real one could carry, from our own queue pair and GID: ACKs for
+ *              what the target sent last, fragments and first chunks next in the peer's
+ *              stream (with piggy-backed ACKs), emulated PUTs into the canary (-c), and
+ *              fragments for active-message tags 254 and 255               -> forged
+ * Extra mode, not in "all":
  *   oversize   datagrams larger than the priority channel's receive buffers: the
- *              device drops them, or completes the receive with an error  -> (crc)
- *   tag254     (quiet sender) in-window fragment for active-message tag 254, which
- *              nothing registers                                                -> bad
- *   tag255     the same with tag 255 (beyond Open MPI's table of 255 tags)      -> bad
- *
- * Datagrams that a forger cannot get dropped without knowing the window are only sent
- * where the window is known: the peer's (-s) stream is watched on the wire before every
- * batch, and the quiet sender's (-S: a process of the job that sends nothing to the
- * target) window is probed. Forged datagrams that the target accepts (the first chunk of
- * each forged fragment) use sequence numbers 2048 and more above the quiet sender's left
- * edge, which it never reaches while it is quiet.
+ *              device drops them, or completes the receive with an error  -> (recv_err)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <linux/if_ether.h>
@@ -87,15 +75,12 @@
 #define OP_UD_SEND_ONLY 0x64
 #define OP_UD_SEND_ONLY_IMM 0x65
 #define OB1_TAG 65          /* an active-message tag ob1 registers (its match header) */
-#define QUIET_ACCEPT_BASE 2048  /* accepted forgeries: this far above the quiet left edge */
+#define SCAN_CHUNK (1 << 20)
 
 /* What the receiver must do with a datagram, i.e. which usnic counter moves. */
-enum expect {
-    E_BAD, E_UNK, E_OOW_LOW, E_OOW_HIGH, E_BADFRAG, E_BOGUS, E_ACCEPT, E_OVERSIZE, E_NONE, E_NUM
-};
+enum expect { E_BAD, E_UNK, E_FORGED, E_OVERSIZE, E_NONE, E_NUM };
 static const char *const expect_name[E_NUM] = {
-    "bad", "unk", "oow_low", "oow_high", "badfrag", "bogus", "accepted", "oversize",
-    "device-drop",
+    "bad", "unk", "forged", "oversize", "device-drop",
 };
 
 static struct {
@@ -103,8 +88,9 @@ static struct {
     int port, gid_index;
     uint32_t qpn[2];            /* [0] priority, [1] data: as in the usnic modex */
     uint32_t qkey;
-    uint64_t target_id, peer_id, quiet_id;
-    uint32_t quiet_prio_qpn;
+    uint64_t target_id, peer_id;
+    int mem_pid;                /* -A: read the target's record from this process */
+    bool dump;                  /* -D: print that record and exit */
     uint64_t canary;
     uint32_t canary_len;
     int count, batch, pause_us;
@@ -128,10 +114,6 @@ static uint32_t own_qkey;   /* our QP's Q_Key: never the target's */
 
 static uint64_t rng_state;
 static long sent[E_NUM], mode_sent[E_NUM], send_errors, wrong_qkey_sent;
-
-/* quiet sender: left edge of the target's receive window for it, once probed */
-static bool have_quiet_edge;
-static uint16_t quiet_edge;
 
 static void die(const char *fmt, ...)
 {
@@ -186,7 +168,7 @@ static double now_s(void)
 
 static bool known_id(uint64_t id)
 {
-    return id == opt.target_id || id == opt.peer_id || (opt.quiet_id && id == opt.quiet_id);
+    return id == opt.target_id || id == opt.peer_id;
 }
 
 /* ---- verbs ---- */
@@ -203,6 +185,87 @@ static void parse_gid(const char *s, union ibv_gid *gid)
     } else if (1 != inet_pton(AF_INET6, s, gid->raw)) {
         die("bad target address %s (IPv4 or IPv6 GID)", s);
     }
+}
+
+/* ---- the target's modex record, from a process's memory ---- */
+
+static bool plausible_record(const usnic_modex_addr_t *r, const uint8_t *gid)
+{
+    return 0 == memcmp(r->gid, gid, sizeof(r->gid)) && USNIC_MODEX_VERSION == r->version &&
+           0 != r->qkey && 0 == (r->qkey & 0x80000000u) && 0 != r->qp_num[0] &&
+           0 != r->qp_num[1] && r->qp_num[0] != r->qp_num[1] && r->qp_num[0] < (1u << 24) &&
+           r->qp_num[1] < (1u << 24) && r->prefix <= 32 && r->mtu >= 256 && r->mtu <= 4096 &&
+           0 == (r->mtu & (r->mtu - 1));
+}
+
+/* Scan the heap and anonymous mappings of opt.mem_pid for records of the target's GID
+ * (its own, or the copies a peer keeps); they must all agree. Fills opt.qpn and opt.qkey
+ * where not given. */
+static void find_record(void)
+{
+    static uint8_t chunk[SCAN_CHUNK + sizeof(usnic_modex_addr_t)];
+    usnic_modex_addr_t rec, first = {.version = 0};
+    union ibv_gid gid;
+    char path[64], line[1024];
+    long copies = 0;
+    uint32_t key;
+    FILE *maps;
+    int mem;
+
+    parse_gid(opt.target, &gid);
+    memcpy(&key, gid.raw + 12, sizeof(key));
+    snprintf(path, sizeof(path), "/proc/%d/maps", opt.mem_pid);
+    maps = fopen(path, "r");
+    snprintf(path, sizeof(path), "/proc/%d/mem", opt.mem_pid);
+    mem = open(path, O_RDONLY);
+    if (NULL == maps || mem < 0) {
+        die("cannot read the memory of process %d: %s", opt.mem_pid, strerror(errno));
+    }
+    while (NULL != fgets(line, sizeof(line), maps)) {
+        unsigned long lo, hi;
+        char perms[8], name[512] = "";
+
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %511s", &lo, &hi, perms, name) < 3 ||
+            'r' != perms[0] || ('\0' != name[0] && 0 != strcmp(name, "[heap]"))) {
+            continue;
+        }
+        for (unsigned long a = lo; a < hi; a += SCAN_CHUNK) {
+            size_t want = hi - a < sizeof(chunk) ? hi - a : sizeof(chunk);
+            ssize_t n = pread(mem, chunk, want, (off_t) a);
+
+            /* records are 4-byte aligned; the chunks overlap by a record */
+            for (size_t off = 0; n >= (ssize_t) sizeof(rec) && off < SCAN_CHUNK &&
+                                 off + sizeof(rec) <= (size_t) n;
+                 off += 4) {
+                if (0 != memcmp(chunk + off + 12, &key, sizeof(key))) {
+                    continue;
+                }
+                memcpy(&rec, chunk + off, sizeof(rec));
+                if (!plausible_record(&rec, gid.raw)) {
+                    continue;
+                }
+                if (0 == copies++) {
+                    first = rec;
+                } else if (rec.qp_num[0] != first.qp_num[0] || rec.qp_num[1] != first.qp_num[1] ||
+                           rec.qkey != first.qkey) {
+                    die("process %d holds different records for %s (QPs %u/%u and %u/%u)",
+                        opt.mem_pid, opt.target, first.qp_num[0], first.qp_num[1],
+                        rec.qp_num[0], rec.qp_num[1]);
+                }
+            }
+        }
+    }
+    fclose(maps);
+    close(mem);
+    if (0 == copies) {
+        die("no usnic modex record of %s in the memory of process %d", opt.target, opt.mem_pid);
+    }
+    opt.qpn[0] = opt.qpn[0] ? opt.qpn[0] : first.qp_num[0];
+    opt.qpn[1] = opt.qpn[1] ? opt.qpn[1] : first.qp_num[1];
+    opt.qkey = opt.qkey ? opt.qkey : first.qkey;
+    note("record of %s in process %d (%ld copies): QPs %u (priority) %u (data), Q_Key 0x%08x, "
+         "ISN %u", opt.target, opt.mem_pid, copies, first.qp_num[0], first.qp_num[1], first.qkey,
+         first.isn);
 }
 
 static struct ibv_context *open_dev(const char *name)
@@ -697,24 +760,6 @@ static void mode_chunk(void)
     }
 }
 
-/* mode ack: ACKs from the peer's real id for sequence numbers the target never sent */
-static void mode_ack(void)
-{
-    uint8_t buf[64];
-    uint16_t s_tgt = 0, s_peer = 0;
-
-    for (int i = 0; i < opt.count; ++i) {
-        if (0 == i % 50) {
-            observe_streams(&s_tgt, &s_peer);
-        }
-        /* the target has sent s_tgt, so its cumulative ACK point is at most s_tgt and at
-         * least s_tgt - window; 16K to 24K ahead it has never sent anything */
-        send_dg(i & 1 ? 1 : 0, buf,
-                build_ack(buf, opt.peer_id, (uint16_t)(s_tgt + 0x4000 + rnd_below(0x2000))),
-                E_BOGUS);
-    }
-}
-
 /* mode random: random bytes */
 static void mode_random(void)
 {
@@ -737,216 +782,61 @@ static void mode_random(void)
     }
 }
 
-/* Probe the target's receive window for the quiet sender: datagrams that it can only
- * drop (an emulated PUT to address 1), at two sequence numbers 32K apart, so that at
- * least one is outside the window (4096) and makes the target send an ACK with its left
- * edge. Once the edge is known, each probe counts as what it was: outside the window
- * (oow) or a PUT outside registered memory (bad). */
-static void probe_quiet(void)
-{
-    uint8_t buf[64];
-    uint16_t probes[20];
-    int nprobes = 0;
-
-    if (0 == opt.quiet_id || 0 == opt.quiet_prio_qpn) {
-        die("this mode needs the quiet sender: -S ID -Z PRIORITY_QPN");
-    }
-    if (have_quiet_edge) {
-        return;
-    }
-    for (int attempt = 0; attempt < 10 && !have_quiet_edge; ++attempt) {
-        uint16_t p = (uint16_t) rnd();
-        double end;
-        wire_pkt_t w;
-
-        sniff_open();
-        for (int k = 0; k < 2; ++k) {
-            size_t len;
-            probes[nprobes] = (uint16_t)(p + k * 0x8000);
-            len = build_frag(buf, opt.quiet_id, probes[nprobes++], 8);
-            ((usnic_btl_header_t *) buf)->put_addr = 1;
-            send_dg(0, buf, len, E_NUM);
-        }
-        reap(0);
-        end = now_s() + 3;
-        while (now_s() < end && sniff_next(&w, end - now_s())) {
-            if (NULL != w.hdr && w.hdr->sender == opt.target_id &&
-                USNIC_PAYLOAD_TYPE_ACK == w.hdr->payload_type &&
-                w.dst_qpn == opt.quiet_prio_qpn && w.hdr->ack_present) {
-                quiet_edge = (uint16_t)(w.hdr->ack_seq + 1);
-                have_quiet_edge = true;
-                break;
-            }
-        }
-    }
-    if (!have_quiet_edge) {
-        die("the target never answered a probe for the quiet sender 0x%016" PRIx64,
-            opt.quiet_id);
-    }
-    for (int i = 0; i < nprobes; ++i) {
-        uint16_t d = (uint16_t)(probes[i] - quiet_edge);
-        enum expect e = d < 4096 ? E_BAD : d < 0x8000 ? E_OOW_HIGH : E_OOW_LOW;
-        ++sent[e];
-        ++mode_sent[e];
-    }
-    note("target's receive window for the quiet sender starts at %u (%d probes)", quiet_edge,
-         nprobes);
-}
-
-/* mode oow: real sender ids, sequence numbers far outside the window */
-static void mode_oow(void)
+/* mode forge: well-formed datagrams in the name of the peer, with sequence numbers it could
+ * really send next (or ACKs for what the target really sent), from our own queue pair and
+ * GID. Without a source check each of these would be taken for the peer's: data nobody sent
+ * delivered, the real datagram with that sequence number then dropped as a duplicate, and
+ * data the peer never got released from the target's retransmit queue. */
+static void mode_forge(void)
 {
     uint8_t buf[SLOT_BYTES];
+    usnic_btl_header_t *h = (usnic_btl_header_t *) buf;
+    uint32_t mcp = max_chunk_payload();
+    uint64_t canary = opt.canary ? opt.canary : 0x1000;
     uint16_t s_tgt = 0, s_peer = 0;
 
-    if (0 != opt.quiet_id) {
-        probe_quiet();
-    }
     for (int i = 0; i < opt.count; ++i) {
-        bool quiet = 0 != opt.quiet_id && 1 == i % 3;
-        uint64_t id = quiet ? opt.quiet_id : opt.peer_id;
         uint16_t seq;
         size_t len;
+        int chan = i & 1;
 
-        if (!quiet && 0 == i % 48) {
+        if (0 == i % 40) {
             observe_streams(&s_tgt, &s_peer);
         }
-        enum expect e;
-
-        if (quiet) {
-            /* anything 4096 or more from the left edge (window 4096): above it up to 32K
-             * ahead, below it beyond */
-            uint16_t d = (uint16_t)(4096 + rnd_below(65536 - 8192));
-            seq = (uint16_t)(quiet_edge + d);
-            e = d < 0x8000 ? E_OOW_HIGH : E_OOW_LOW;
-        } else if (i & 2) {
-            /* the peer has sent s_peer, so the left edge lies in [s_peer - 4095,
-             * s_peer + 1 + what it sends meanwhile]: 16K-24K ahead is above the window,
-             * 16K-24K back below it, unless the stream moves by 8K in between */
-            seq = (uint16_t)(s_peer + 0x4000 + rnd_below(0x2000));
-            e = E_OOW_HIGH;
-        } else {
-            seq = (uint16_t)(s_peer - 0x4000 - rnd_below(0x2000));
-            e = E_OOW_LOW;
-        }
-        if (i & 4) {
-            len = build_chunk(buf, id, seq, 1 + rnd_below(1000), 100, 0, 100);
-        } else {
-            len = build_frag(buf, id, seq, rnd_below(700));
-        }
-        send_dg(i & 1, buf, len, e);
-    }
-}
-
-/* mode frag: colliding fragments in the reassembly slots of the quiet sender */
-#define FRAG_SLOTS_USED 8
-static void mode_frag(void)
-{
-    uint8_t buf[SLOT_BYTES];
-    uint32_t mcp = max_chunk_payload(), size = 2 * mcp;
-    uint16_t base;
-
-    probe_quiet();
-    base = (uint16_t)(quiet_edge + QUIET_ACCEPT_BASE);
-    /* one forged 2-chunk fragment per slot 0..7: its chunk 0 is accepted, chunk 1 never
-     * comes, so the slot stays taken for the rest of the run */
-    for (uint32_t j = 0; j < FRAG_SLOTS_USED; ++j) {
-        size_t len = build_chunk(buf, opt.quiet_id, (uint16_t)(base + 2 * j), 0x1000 + j, size,
-                                 0, (uint16_t) mcp);
-        send_dg(1, buf, len, E_ACCEPT);
-    }
-    reap(0);
-    usleep(100000);
-    for (int i = 0; i < opt.count; ++i) {
-        uint32_t j = (uint32_t) i % FRAG_SLOTS_USED, id = 0x1000 + j;
-        /* never the sequence number of an accepted chunk: dropped ones are not recorded,
-         * so each of these could be accepted if it were well-formed */
-        uint16_t seq = (uint16_t)(base + 64 + (uint32_t) i % 900);
-        usnic_btl_chunk_header_t *c = (usnic_btl_chunk_header_t *) buf;
-        size_t len;
-
-        switch ((i / FRAG_SLOTS_USED) % 7) {
-        case 0: /* same id, another size */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size + 1 + rnd_below(10000), 0,
+        /* the peer's next few: inside the target's receive window */
+        seq = (uint16_t)(s_peer + 1 + rnd_below(64));
+        switch (i % 6) {
+        case 0: /* what the target sent last, acknowledged */
+            len = build_ack(buf, opt.peer_id, (uint16_t)(s_tgt - rnd_below(4)));
+            break;
+        case 1: /* the peer's next fragment, acknowledging the target's last */
+            len = build_frag(buf, opt.peer_id, seq, 8 + rnd_below(0 == chan ? 600 : 4000));
+            h->ack_present = 1;
+            h->ack_seq = s_tgt;
+            break;
+        case 2: /* the first chunk of a fragment */
+            len = build_chunk(buf, opt.peer_id, seq, 1 + rnd_below(1u << 20), 2 * mcp, 0,
                               (uint16_t) mcp);
+            chan = 1;
             break;
-        case 1: /* same id and size, another tag */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size, mcp, (uint16_t) mcp);
-            c->hdr.tag = OB1_TAG + 1;
+        case 3: /* the first chunk of an emulated PUT into the canary */
+            len = build_chunk(buf, opt.peer_id, seq, 1 + rnd_below(1u << 20),
+                              opt.canary_len ? opt.canary_len : 2 * mcp, 0,
+                              (uint16_t)(opt.canary_len && opt.canary_len < mcp ? opt.canary_len
+                                                                                  : mcp));
+            h->put_addr = canary;
+            chan = 1;
             break;
-        case 2: /* same id and size, but a PUT */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size, mcp, (uint16_t) mcp);
-            c->hdr.put_addr = opt.canary ? opt.canary : 0x1000;
+        case 4: /* an emulated PUT fragment into the canary */
+            len = build_frag(buf, opt.peer_id, seq, 8 + rnd_below(600));
+            h->put_addr = canary;
             break;
-        case 3: /* another fragment for the same slot */
-            len = build_chunk(buf, opt.quiet_id, seq, id + 32 * (1 + rnd_below(1000)), size, 0,
-                              (uint16_t) mcp);
-            break;
-        case 4: /* the fragment's chunk 1, with the wrong sequence number */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size, mcp, (uint16_t) mcp);
-            break;
-        case 5: /* offset that is not a chunk boundary */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size, 1 + rnd_below(mcp - 1), 100);
-            break;
-        default: /* short chunk that is not the last one */
-            len = build_chunk(buf, opt.quiet_id, seq, id, size, 0,
-                              (uint16_t)(1 + rnd_below(mcp - 1)));
+        default: /* tags 254 and 255, which nothing registers */
+            len = build_frag(buf, opt.peer_id, seq, 16);
+            h->tag = (uint8_t)(254 + ((i / 6) & 1));
             break;
         }
-        send_dg(1, buf, len, E_BADFRAG);
-    }
-}
-
-/* mode put: emulated PUTs into memory nobody registered */
-static void mode_put(void)
-{
-    uint8_t buf[SLOT_BYTES];
-    uint32_t mcp = max_chunk_payload();
-    uint64_t targets[8];
-    int nt = 0;
-
-    probe_quiet();
-    if (opt.canary) {
-        targets[nt++] = opt.canary;
-        targets[nt++] = opt.canary + opt.canary_len / 2;
-        targets[nt++] = opt.canary + opt.canary_len - 8;
-        targets[nt++] = opt.canary + opt.canary_len;        /* just past it */
-    }
-    targets[nt++] = 1;
-    targets[nt++] = 0x1000;
-    targets[nt++] = 0x7ffffffff000ull;
-    targets[nt++] = 0xffff888000000000ull;                  /* kernel */
-    for (int i = 0; i < opt.count; ++i) {
-        uint64_t addr = targets[(uint32_t) i % nt];
-        /* in the window, never accepted (so never recorded): reached the PUT check */
-        uint16_t seq = (uint16_t)(quiet_edge + QUIET_ACCEPT_BASE + 1000 + (uint32_t) i % 900);
-        size_t len;
-
-        if (i & 1) {
-            len = build_frag(buf, opt.quiet_id, seq, 8 + rnd_below(700));
-        } else {
-            /* slots 16-31: not taken by mode frag, so each of these starts a fragment */
-            uint32_t size = (i & 2) ? 2 * mcp : USNIC_MAX_FRAG_SIZE + rnd_below(1u << 20);
-            len = build_chunk(buf, opt.quiet_id, seq, 0x2000 + 16 + rnd_below(16), size, 0,
-                              (uint16_t) mcp);
-        }
-        ((usnic_btl_header_t *) buf)->put_addr = addr;
-        send_dg(i & 1 ? (len <= opt.prio_mtu ? 0 : 1) : 1, buf, len, E_BAD);
-    }
-}
-
-/* modes tag254 / tag255: an in-window fragment for an active-message tag nobody uses */
-static void mode_tag(uint8_t tag)
-{
-    uint8_t buf[64];
-    int n = opt.count < 10 ? opt.count : 10;
-
-    probe_quiet();
-    for (int i = 0; i < n; ++i) {
-        uint16_t seq = (uint16_t)(quiet_edge + QUIET_ACCEPT_BASE + 1950 + 10 * (255 - tag) + i);
-        size_t len = build_frag(buf, opt.quiet_id, seq, 16);
-        ((usnic_btl_header_t *) buf)->tag = tag;
-        send_dg(0, buf, len, E_BAD);
+        send_dg(chan, buf, len, E_FORGED);
     }
 }
 
@@ -1040,27 +930,26 @@ static uint64_t num_arg(const char *s, const char *what)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: usnic_rogue -p PRIO_QPN -q DATA_QPN -k QKEY -T TARGET_ID -s PEER_ID\n"
+            "usage: usnic_rogue {-A PID | -p PRIO_QPN -q DATA_QPN -k QKEY} -T TARGET_ID -s PEER_ID\n"
             "                   [-d DEV] [-i PORT] [-g GID_INDEX] [-G TARGET_ADDR]\n"
-            "                   [-S QUIET_ID -Z QUIET_PRIO_QPN] [-I IFNAME] [-c ADDR:LEN]\n"
-            "                   [-m MODES] [-n COUNT] [-B BATCH] [-u PAUSE_US] [-M MTU]\n"
-            "                   [-P PRIO_MTU] [-r SEED] [-v]\n"
+            "                   [-I IFNAME] [-c ADDR:LEN] [-m MODES] [-n COUNT] [-B BATCH]\n"
+            "                   [-u PAUSE_US] [-M MTU] [-P PRIO_MTU] [-r SEED] [-v]\n"
+            "       usnic_rogue -G TARGET_ADDR -A PID -D\n"
             "       usnic_rogue -d DEV [-i PORT] -Q\n"
-            "modes: wrongqkey short badlen unknown chunk frag ack random oow put all\n"
-            "       oversize tag254 tag255 (see the comment at the top of usnic_rogue.c)\n");
+            "modes: wrongqkey short badlen unknown chunk random forge all oversize\n"
+            "       (see the comment at the top of usnic_rogue.c)\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const all[] = {"short", "badlen", "unknown", "chunk", "frag",
-                                      "ack", "random", "oow", "put"};
+    static const char *const all[] = {"short", "badlen", "unknown", "chunk", "random", "forge"};
     char modes[512] = "all", *save = NULL, *m;
     bool query = false;
     int c;
 
     opt.seed = (uint64_t) time(NULL) ^ ((uint64_t) getpid() << 32);
-    while (-1 != (c = getopt(argc, argv, "d:i:g:G:p:q:k:T:s:S:Z:I:c:m:n:B:u:M:P:r:vQh"))) {
+    while (-1 != (c = getopt(argc, argv, "d:i:g:G:p:q:k:T:s:A:DI:c:m:n:B:u:M:P:r:vQh"))) {
         switch (c) {
         case 'd': opt.dev = optarg; break;
         case 'i': opt.port = (int) num_arg(optarg, "port"); break;
@@ -1071,8 +960,8 @@ int main(int argc, char **argv)
         case 'k': opt.qkey = (uint32_t) num_arg(optarg, "Q_Key"); break;
         case 'T': opt.target_id = num_arg(optarg, "target sender id"); break;
         case 's': opt.peer_id = num_arg(optarg, "peer sender id"); break;
-        case 'S': opt.quiet_id = num_arg(optarg, "quiet sender id"); break;
-        case 'Z': opt.quiet_prio_qpn = (uint32_t) num_arg(optarg, "quiet priority QPN"); break;
+        case 'A': opt.mem_pid = (int) num_arg(optarg, "process id"); break;
+        case 'D': opt.dump = true; break;
         case 'I': opt.ifname = optarg; break;
         case 'c': {
             char *colon = strchr(optarg, ':');
@@ -1098,6 +987,15 @@ int main(int argc, char **argv)
     }
     if (query) {
         query_port();
+        return 0;
+    }
+    if (opt.mem_pid > 0) {
+        find_record();
+    }
+    if (opt.dump) {
+        if (opt.mem_pid <= 0) {
+            usage();
+        }
         return 0;
     }
     if (optind != argc || 0 == opt.qpn[0] || 0 == opt.qpn[1] || 0 == opt.qkey ||
@@ -1130,14 +1028,9 @@ int main(int argc, char **argv)
             else if (0 == strcmp(name, "badlen")) mode_badlen();
             else if (0 == strcmp(name, "unknown")) mode_unknown();
             else if (0 == strcmp(name, "chunk")) mode_chunk();
-            else if (0 == strcmp(name, "frag")) mode_frag();
-            else if (0 == strcmp(name, "ack")) mode_ack();
             else if (0 == strcmp(name, "random")) mode_random();
-            else if (0 == strcmp(name, "oow")) mode_oow();
-            else if (0 == strcmp(name, "put")) mode_put();
+            else if (0 == strcmp(name, "forge")) mode_forge();
             else if (0 == strcmp(name, "oversize")) mode_oversize();
-            else if (0 == strcmp(name, "tag254")) mode_tag(254);
-            else if (0 == strcmp(name, "tag255")) mode_tag(255);
             else die("unknown mode %s", name);
             reap(0);
             {
@@ -1157,16 +1050,13 @@ int main(int argc, char **argv)
     }
     reap(0);
     {
-        long right = 0, drops = sent[E_BAD] + sent[E_UNK] + sent[E_OOW_LOW] + sent[E_OOW_HIGH] +
-                                sent[E_BADFRAG] + sent[E_BOGUS];
+        long right = 0, drops = sent[E_BAD] + sent[E_UNK] + sent[E_FORGED];
         for (int e = 0; e < E_NUM; ++e) {
             right += E_NONE == e ? 0 : sent[e];
         }
         note("total: right_qkey %ld wrong_qkey %ld send_errors %ld expect_dropped %ld "
-             "(bad %ld unk %ld oow_low %ld oow_high %ld badfrag %ld bogus %ld) accepted %ld "
-             "oversize %ld", right, wrong_qkey_sent, send_errors, drops, sent[E_BAD],
-             sent[E_UNK], sent[E_OOW_LOW], sent[E_OOW_HIGH], sent[E_BADFRAG], sent[E_BOGUS],
-             sent[E_ACCEPT], sent[E_OVERSIZE]);
+             "(bad %ld unk %ld forged %ld) oversize %ld", right, wrong_qkey_sent, send_errors,
+             drops, sent[E_BAD], sent[E_UNK], sent[E_FORGED], sent[E_OVERSIZE]);
     }
     return 0;
 }

@@ -80,7 +80,7 @@ static int init_free_list(opal_free_list_t *fl, size_t elem_size, opal_class_t *
 
 /* What opal_btl_usnic_module_init() and the component's device scan do
  * for a 4096-byte-MTU port, over the fake device. */
-static int module_build(world_t *w, int s, uint16_t isn)
+static int module_build(world_t *w, int s, uint16_t isn, bool ipv6)
 {
     opal_btl_usnic_module_t *m = &w->mods[s];
     uint32_t data_mtu = 4096, prio_mtu = 768;
@@ -94,6 +94,15 @@ static int module_build(world_t *w, int s, uint16_t isn)
     m->port_mtu = data_mtu;
     snprintf(m->if_name, sizeof(m->if_name), "eth%d", s);
     m->if_ipv4 = htonl(0x0a000001u + (uint32_t) s);
+    memset(&m->gid, 0, sizeof(m->gid));
+    if (ipv6) {
+        m->gid.raw[0] = 0xfd;
+        m->gid.raw[15] = (uint8_t)(1 + s);
+    } else {
+        m->gid.raw[10] = m->gid.raw[11] = 0xff;
+        memcpy(&m->gid.raw[12], &m->if_ipv4, 4);
+    }
+    m->grh_ipv4 = !ipv6;
     m->if_prefix = 24;
     m->if_mtu = 4200;
     for (int i = 0; i < 6; ++i) {
@@ -165,8 +174,7 @@ static int module_build(world_t *w, int s, uint16_t isn)
 
     m->isn = isn;
     memset(&m->local_addr, 0, sizeof(m->local_addr));
-    m->local_addr.gid[10] = m->local_addr.gid[11] = 0xff;
-    memcpy(&m->local_addr.gid[12], &m->if_ipv4, 4);
+    memcpy(m->local_addr.gid, m->gid.raw, sizeof(m->local_addr.gid));
     m->local_addr.qp_num[USNIC_PRIORITY_CHANNEL] = m->channels[USNIC_PRIORITY_CHANNEL].qp->qp_num;
     m->local_addr.qp_num[USNIC_DATA_CHANNEL] = m->channels[USNIC_DATA_CHANNEL].qp->qp_num;
     m->local_addr.qkey = usnic_component.qkey;
@@ -330,7 +338,7 @@ static bool endpoint_alive(const mca_btl_base_endpoint_t *ep)
     return false;
 }
 
-world_t *world_new(uint16_t isn_a, uint16_t isn_b)
+static world_t *world_build(uint16_t isn_a, uint16_t isn_b, bool ipv6)
 {
     world_t *w = &the_world;
 
@@ -356,8 +364,8 @@ world_t *world_new(uint16_t isn_a, uint16_t isn_b)
     }
     usnic_component.modules = w->mods;
     usnic_component.num_modules = 2;
-    if (OPAL_SUCCESS != module_build(w, SIDE_A, isn_a) ||
-        OPAL_SUCCESS != module_build(w, SIDE_B, isn_b) ||
+    if (OPAL_SUCCESS != module_build(w, SIDE_A, isn_a, ipv6) ||
+        OPAL_SUCCESS != module_build(w, SIDE_B, isn_b, ipv6) ||
         OPAL_SUCCESS != endpoint_build(w, SIDE_A) || OPAL_SUCCESS != endpoint_build(w, SIDE_B)) {
         return NULL;
     }
@@ -366,6 +374,16 @@ world_t *world_new(uint16_t isn_a, uint16_t isn_b)
     fake_dev.endpoint_alive = endpoint_alive;
     world_run_as(w, SIDE_A);
     return w;
+}
+
+world_t *world_new(uint16_t isn_a, uint16_t isn_b)
+{
+    return world_build(isn_a, isn_b, false);
+}
+
+world_t *world_new_ipv6(uint16_t isn_a, uint16_t isn_b)
+{
+    return world_build(isn_a, isn_b, true);
 }
 
 void world_fini(world_t *w)
@@ -463,7 +481,7 @@ static void deliver(world_t *w, fake_dgram_t *d)
             }
         }
     }
-    if (FAKE_RX_OK == fake_deliver(d->dst_qpn, d->bytes, d->len) && to >= 0) {
+    if (FAKE_RX_OK == fake_deliver(d->dst_qpn, &d->from, d->bytes, d->len) && to >= 0) {
         ++w->net_delivered;
         if (d->len >= sizeof(usnic_btl_header_t) &&
             USNIC_PAYLOAD_TYPE_ACK == dgram_hdr(d)->payload_type) {
@@ -909,9 +927,19 @@ void world_deregister(world_t *w, int side, mca_btl_base_registration_handle_t *
     w->mods[side].super.btl_deregister_mem(&w->mods[side].super, h);
 }
 
+fake_src_t world_src(world_t *w, int side, int channel)
+{
+    fake_src_t src;
+
+    src.qpn = w->mods[side].local_addr.qp_num[channel];
+    memcpy(src.gid, w->mods[side].gid.raw, sizeof(src.gid));
+    return src;
+}
+
 fake_rx_result_t world_inject(world_t *w, int to, int channel, const void *bytes, uint32_t len)
 {
-    return fake_deliver(w->mods[to].local_addr.qp_num[channel], bytes, len);
+    fake_src_t src = world_src(w, 1 - to, channel);
+    return fake_deliver(w->mods[to].local_addr.qp_num[channel], &src, bytes, len);
 }
 
 void world_header(world_t *w, int from, usnic_btl_header_t *hdr, uint8_t type)
@@ -1056,10 +1084,11 @@ const char *world_verify_counters(world_t *w)
                  (unsigned long long) (tx->num_frag_sends + tx->num_chunk_sends));
         }
         if (0 != rx->num_bad_recvs || 0 != rx->num_unk_recvs || 0 != rx->num_badfrag_recvs ||
-            0 != rx->num_recv_errors || 0 != tx->num_bogus_acks) {
-            FAIL("side %c: %llu bad, %llu unknown, %llu bad chunks, %llu receive errors, "
-                 "side %c: %llu bogus ACKs", 'A' + s, (unsigned long long) rx->num_bad_recvs,
-                 (unsigned long long) rx->num_unk_recvs,
+            0 != rx->num_recv_errors || 0 != rx->num_forged_recvs || 0 != tx->num_bogus_acks) {
+            FAIL("side %c: %llu bad, %llu unknown, %llu forged, %llu bad chunks, %llu receive "
+                 "errors, side %c: %llu bogus ACKs", 'A' + s,
+                 (unsigned long long) rx->num_bad_recvs, (unsigned long long) rx->num_unk_recvs,
+                 (unsigned long long) rx->num_forged_recvs,
                  (unsigned long long) rx->num_badfrag_recvs,
                  (unsigned long long) rx->num_recv_errors, 'B' - s,
                  (unsigned long long) tx->num_bogus_acks);

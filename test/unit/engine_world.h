@@ -160,6 +160,9 @@ typedef struct world {
  * one world of the binary; a world a failed test left behind is torn
  * down first.  NULL if building failed. */
 world_t *world_new(uint16_t isn_a, uint16_t isn_b);
+/* The same with the modules' GIDs not IPv4-mapped (RoCE v2 over IPv6,
+ * RoCE v1): senders' addresses then arrive as GIDs in the GRH. */
+world_t *world_new_ipv6(uint16_t isn_a, uint16_t isn_b);
 /* Tear down through btl_del_procs and release everything. */
 void world_fini(world_t *w);
 /* btl_del_procs of side s's peer, as the PML does; ep[s] is NULL after. */
@@ -212,7 +215,7 @@ const char *world_verify_completions(world_t *w);
 /* NULL if the counters of both sides agree with what the network
  * carried: every datagram delivered was counted as received, every data
  * segment sent was accepted exactly once, every other copy was counted
- * as a duplicate or outside the window, nothing was bad or unknown. */
+ * as a duplicate or outside the window, nothing was bad, unknown or forged. */
 const char *world_verify_counters(world_t *w);
 /* NULL if both sides are idle and every resource is back: free lists
  * full, send WQEs and credits restored, all receive buffers posted,
@@ -228,8 +231,11 @@ mca_btl_base_registration_handle_t *world_register(world_t *w, int side, void *b
                                                    uint32_t flags);
 void world_deregister(world_t *w, int side, mca_btl_base_registration_handle_t *h);
 
-/* Deliver crafted bytes to side `to` on a channel, as from the wire. */
+/* Deliver crafted bytes to side `to` on a channel, as from the wire: from
+ * the other side's queue pair of that channel. */
 fake_rx_result_t world_inject(world_t *w, int to, int channel, const void *bytes, uint32_t len);
+/* The address side s sends from on a channel (its QP and GID). */
+fake_src_t world_src(world_t *w, int side, int channel);
 /* A header as side `from` would send it (sender name set, rest zero). */
 void world_header(world_t *w, int from, usnic_btl_header_t *hdr, uint8_t type);
 

@@ -214,8 +214,35 @@ void fake_dgram_free(fake_dgram_t *d)
 /* ------------------------------------------------------------------ */
 /* receiving and completions                                           */
 
-fake_rx_result_t fake_deliver_raw(uint32_t qpn, const void *bytes, uint32_t len,
-                                  uint32_t byte_len, enum ibv_wc_status status)
+static bool gid_is_ipv4(const uint8_t *gid)
+{
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return 0 == memcmp(gid, prefix, sizeof(prefix));
+}
+
+/* The network header in front of a UD receive, as Linux RoCE devices
+ * write it (union rdma_network_hdr). */
+static void write_grh(uint8_t *grh, const uint8_t *sgid, const uint8_t *dgid)
+{
+    memset(grh, 0, USNIC_GRH_LEN);
+    if (gid_is_ipv4(sgid)) {
+        uint8_t *ip = grh + 20;
+        ip[0] = 0x45;                   /* IPv4, 20-byte header */
+        ip[8] = 64;                     /* TTL */
+        ip[9] = 17;                     /* UDP */
+        memcpy(ip + 12, sgid + 12, 4);
+        memcpy(ip + 16, dgid + 12, 4);
+    } else {
+        grh[0] = 0x60;                  /* IPv6 */
+        grh[6] = 17;
+        grh[7] = 64;
+        memcpy(grh + 8, sgid, 16);
+        memcpy(grh + 24, dgid, 16);
+    }
+}
+
+fake_rx_result_t fake_deliver_raw(uint32_t qpn, const fake_src_t *src, const void *bytes,
+                                  uint32_t len, uint32_t byte_len, enum ibv_wc_status status)
 {
     fake_qp_t *q = qp_by_num(qpn);
     struct ibv_recv_wr *wr;
@@ -231,9 +258,8 @@ fake_rx_result_t fake_deliver_raw(uint32_t qpn, const void *bytes, uint32_t len,
     }
     buf = (uint8_t *)(uintptr_t) wr->sg_list[0].addr;
     room = wr->sg_list[0].length;
-    /* The GRH: its contents are never looked at, so make them noise. */
-    memset(buf, 0xa5, room < USNIC_GRH_LEN ? room : USNIC_GRH_LEN);
-    if (room > USNIC_GRH_LEN) {
+    if (room >= USNIC_GRH_LEN) {
+        write_grh(buf, src->gid, q->module->gid.raw);
         memcpy(buf + USNIC_GRH_LEN, bytes, len < room - USNIC_GRH_LEN ? len : room - USNIC_GRH_LEN);
     }
     memset(&wc, 0, sizeof(wc));
@@ -242,12 +268,15 @@ fake_rx_result_t fake_deliver_raw(uint32_t qpn, const void *bytes, uint32_t len,
     wc.opcode = IBV_WC_RECV;
     wc.byte_len = byte_len;
     wc.qp_num = qpn;
+    wc.src_qp = src->qpn;
+    wc.wc_flags = IBV_WC_GRH;
     fifo_push(&q->cq->wcs, &wc);
     ++fake_dev.rx_delivered;
     return FAKE_RX_OK;
 }
 
-fake_rx_result_t fake_deliver(uint32_t qpn, const void *bytes, uint32_t len)
+fake_rx_result_t fake_deliver(uint32_t qpn, const fake_src_t *src, const void *bytes,
+                              uint32_t len)
 {
     fake_qp_t *q = qp_by_num(qpn);
 
@@ -256,10 +285,10 @@ fake_rx_result_t fake_deliver(uint32_t qpn, const void *bytes, uint32_t len)
         if ((uint64_t) len + USNIC_GRH_LEN > wr->sg_list[0].length) {
             /* A UD receive larger than the buffer completes in error. */
             ++fake_dev.rx_len_errors;
-            return fake_deliver_raw(qpn, bytes, 0, 0, IBV_WC_LOC_LEN_ERR);
+            return fake_deliver_raw(qpn, src, bytes, 0, 0, IBV_WC_LOC_LEN_ERR);
         }
     }
-    return fake_deliver_raw(qpn, bytes, len, USNIC_GRH_LEN + len, IBV_WC_SUCCESS);
+    return fake_deliver_raw(qpn, src, bytes, len, USNIC_GRH_LEN + len, IBV_WC_SUCCESS);
 }
 
 size_t fake_rx_posted(opal_btl_usnic_module_t *module, int channel)
@@ -422,6 +451,8 @@ int opal_btl_usnic_verbs_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     d.dst_qpn = ep->remote.qp_num[channel];
     d.channel = channel;
     d.src = module;
+    d.from.qpn = chan->qp->qp_num;
+    memcpy(d.from.gid, module->gid.raw, sizeof(d.from.gid));
     fifo_push(&wire, &d);
 
     /* as the device: a completion only when asked for */

@@ -30,6 +30,14 @@ struct opal_btl_usnic_module_t;
 struct mca_btl_base_endpoint_t;
 struct opal_proc_t;
 
+/* Where a datagram comes from, as the receiving device reports it: the
+ * sending queue pair (the completion's src_qp) and the GID of its port
+ * (in the GRH). */
+typedef struct {
+    uint32_t qpn;
+    uint8_t gid[16];
+} fake_src_t;
+
 /* One datagram on the wire: what the sender posted, and where to. */
 typedef struct {
     uint8_t *bytes;                     /* malloc'ed copy; len bytes */
@@ -37,6 +45,7 @@ typedef struct {
     uint32_t dst_qpn;                   /* the remote QP the endpoint addressed */
     int channel;                        /* the sender's channel */
     struct opal_btl_usnic_module_t *src;
+    fake_src_t from;                    /* the posting QP and its module's GID */
 } fake_dgram_t;
 
 typedef struct {
@@ -86,14 +95,18 @@ typedef enum {
     FAKE_RX_NO_BUFFER,      /* the QP has no posted receive buffer */
 } fake_rx_result_t;
 
-/* Deliver len bytes to the QP numbered qpn as the device would: a 40-byte
- * GRH, then the datagram, and a receive completion with byte_len = 40 +
- * len (status IBV_WC_LOC_LEN_ERR if it does not fit the buffer). */
-fake_rx_result_t fake_deliver(uint32_t qpn, const void *bytes, uint32_t len);
+/* Deliver len bytes from src to the QP numbered qpn as a RoCE device
+ * would: a 40-byte GRH with the sender's address (for an IPv4-mapped GID,
+ * 20 zero bytes and an IPv4 header, as RoCE v2 over IPv4; else an IPv6
+ * header with the source GID), then the datagram, and a receive completion
+ * with src_qp, IBV_WC_GRH and byte_len = 40 + len (status
+ * IBV_WC_LOC_LEN_ERR if it does not fit the buffer). */
+fake_rx_result_t fake_deliver(uint32_t qpn, const fake_src_t *src, const void *bytes,
+                              uint32_t len);
 /* Same, but the completion reports byte_len as given (for lengths the
  * device itself would never report, such as less than the GRH). */
-fake_rx_result_t fake_deliver_raw(uint32_t qpn, const void *bytes, uint32_t len,
-                                  uint32_t byte_len, enum ibv_wc_status status);
+fake_rx_result_t fake_deliver_raw(uint32_t qpn, const fake_src_t *src, const void *bytes,
+                                  uint32_t len, uint32_t byte_len, enum ibv_wc_status status);
 /* Receive buffers currently posted on a module's channel. */
 size_t fake_rx_posted(struct opal_btl_usnic_module_t *module, int channel);
 /* Receive buffers posted on the QP numbered qpn, or -1 if there is none. */

@@ -850,6 +850,7 @@ USNIC_TEST(engine_malformed)
         uint8_t bytes[5000];
     } p;
     uint32_t data_qpn, prio_qpn;
+    fake_src_t src_data, src_prio;
     uint64_t bad = 0;
 
     check(NULL != w);
@@ -857,6 +858,9 @@ USNIC_TEST(engine_malformed)
     ep = w->ep[SIDE_B];
     data_qpn = w->mods[SIDE_B].local_addr.qp_num[USNIC_DATA_CHANNEL];
     prio_qpn = w->mods[SIDE_B].local_addr.qp_num[USNIC_PRIORITY_CHANNEL];
+    /* all from A, as the header says */
+    src_data = world_src(w, SIDE_A, USNIC_DATA_CHANNEL);
+    src_prio = world_src(w, SIDE_A, USNIC_PRIORITY_CHANNEL);
     usnic_component.max_short_packets = 0;
 
 #define FRAG(len_field)                                                        \
@@ -885,71 +889,71 @@ USNIC_TEST(engine_malformed)
 
     /* shorter than a header, and less than a GRH */
     FRAG(0);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 20));
-    EXPECT_BAD(fake_deliver_raw(data_qpn, &p, 0, 10, IBV_WC_SUCCESS));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 20));
+    EXPECT_BAD(fake_deliver_raw(data_qpn, &src_data, &p, 0, 10, IBV_WC_SUCCESS));
     /* lengths that disagree with the datagram */
     FRAG(100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 50));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 32 + 50));
     FRAG(10);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 60));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 32 + 60));
     FRAG(4064);
-    EXPECT_BAD(fake_deliver(prio_qpn, &p, 700));
+    EXPECT_BAD(fake_deliver(prio_qpn, &src_prio, &p, 700));
     /* unknown type */
     FRAG(10);
     p.hdr.payload_type = 9;
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 32 + 10));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 32 + 10));
     /* an ACK with a payload, an ACK without its ACK */
     world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_ACK);
     p.hdr.ack_present = 1;
     p.hdr.payload_len = 4;
-    EXPECT_BAD(fake_deliver(prio_qpn, &p, 36));
+    EXPECT_BAD(fake_deliver(prio_qpn, &src_prio, &p, 36));
     p.hdr.payload_len = 0;
     p.hdr.ack_present = 0;
-    EXPECT_BAD(fake_deliver(prio_qpn, &p, 32));
+    EXPECT_BAD(fake_deliver(prio_qpn, &src_prio, &p, 32));
     /* chunks: short, id 0, empty, offset at or past the end, payload past
      * the end, larger than a send may be, huge offsets */
     CHUNK(3, 8000, 0, 0);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 40));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 40));
     CHUNK(0, 8000, 0, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 8000, 0, 0);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48));
     CHUNK(3, 8000, 8000, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 8000, 9000, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 8000, 7950, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 0x7fffffff, 0, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 8000, 0xfffffff0u, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
     CHUNK(3, 0, 0, 100);
-    EXPECT_BAD(fake_deliver(data_qpn, &p, 48 + 100));
+    EXPECT_BAD(fake_deliver(data_qpn, &src_data, &p, 48 + 100));
 
     /* unknown sender */
     FRAG(10);
     p.hdr.sender = 0xdeadbeef;
-    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    check_int_eq(fake_deliver(data_qpn, &src_data, &p, 42), FAKE_RX_OK);
     world_progress(w, SIDE_B);
     check_int_eq(sb->num_unk_recvs, 1);
     /* too large for the receive buffer: an error completion */
     FRAG(4065);
-    check_int_eq(fake_deliver(data_qpn, &p, 32 + 4065), FAKE_RX_OK);
+    check_int_eq(fake_deliver(data_qpn, &src_data, &p, 32 + 4065), FAKE_RX_OK);
     world_progress(w, SIDE_B);
     check_int_eq(sb->num_recv_errors, 1);
     check_int_eq(fake_dev.rx_len_errors, 1);
     /* any other receive error */
     FRAG(10);
-    check_int_eq(fake_deliver_raw(data_qpn, &p, 42, 42, IBV_WC_GENERAL_ERR), FAKE_RX_OK);
+    check_int_eq(fake_deliver_raw(data_qpn, &src_data, &p, 42, 42, IBV_WC_GENERAL_ERR), FAKE_RX_OK);
     world_progress(w, SIDE_B);
     check_int_eq(sb->num_recv_errors, 2);
     /* far outside the receive window, either side */
     FRAG(10);
     p.hdr.pkt_seq = 100 + USNIC_WINDOW_SIZE;
-    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    check_int_eq(fake_deliver(data_qpn, &src_data, &p, 42), FAKE_RX_OK);
     p.hdr.pkt_seq = 99;
-    check_int_eq(fake_deliver(data_qpn, &p, 42), FAKE_RX_OK);
+    check_int_eq(fake_deliver(data_qpn, &src_data, &p, 42), FAKE_RX_OK);
     world_progress(w, SIDE_B);
     check_int_eq(sb->num_oow_high_recvs, 1);
     check_int_eq(sb->num_oow_low_recvs, 1);
@@ -1677,7 +1681,7 @@ static int wire_from(world_t *w, int side, bool deliver)
         }
         fake_wire_take(i, &d);
         if (deliver) {
-            fake_deliver(d.dst_qpn, d.bytes, d.len);
+            fake_deliver(d.dst_qpn, &d.from, d.bytes, d.len);
         }
         fake_dgram_free(&d);
         ++n;
@@ -1825,6 +1829,7 @@ USNIC_TEST(engine_ack_before_send_completion)
 USNIC_TEST(engine_device_failures)
 {
     world_t *w = world_new(3, 4);
+    fake_src_t from_a;
     uint8_t junk[64];
 
     check(NULL != w);
@@ -1838,8 +1843,9 @@ USNIC_TEST(engine_device_failures)
 
     /* a flushed receive: the queue pair is dead */
     memset(junk, 0, sizeof(junk));
-    check_int_eq(fake_deliver_raw(w->mods[SIDE_B].local_addr.qp_num[USNIC_DATA_CHANNEL], junk, 0, 0,
-                                  IBV_WC_WR_FLUSH_ERR),
+    from_a = world_src(w, SIDE_A, USNIC_DATA_CHANNEL);
+    check_int_eq(fake_deliver_raw(w->mods[SIDE_B].local_addr.qp_num[USNIC_DATA_CHANNEL], &from_a,
+                                  junk, 0, 0, IBV_WC_WR_FLUSH_ERR),
                  FAKE_RX_OK);
     world_progress(w, SIDE_B);
     check_int_eq(fake_dev.fatal_calls, 2);
@@ -2413,7 +2419,7 @@ USNIC_TEST(engine_slow_burst_no_spurious_timeouts)
             }
             check(fake_wire_take(k, &d));
             to_b += !to_a;
-            check_int_eq(fake_deliver(d.dst_qpn, d.bytes, d.len), FAKE_RX_OK);
+            check_int_eq(fake_deliver(d.dst_qpn, &d.from, d.bytes, d.len), FAKE_RX_OK);
             fake_dgram_free(&d);
         }
         usleep(500);

@@ -3,7 +3,8 @@
  * each against what that traffic implies, so that a variable reading another
  * one's value is caught:
  *   num_frag_sends, num_frag_recvs   moved by at least N (8-byte messages)
- *   num_chunk_sends, num_bad_recvs   did not move (nothing chunked, nothing bad)
+ *   num_chunk_sends, num_bad_recvs,  did not move (nothing chunked, nothing bad,
+ *   num_forged_recvs                 nothing forged)
  *   endpoints                        1 (one peer, on the other host)
  *   endpoint_bytes                   more than 1 KiB, at most 64 KiB for that peer
  * Prints "mpit: rank R: NAME BEFORE -> AFTER (D device(s))" per variable. */
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 
 #define N 200
-#define NVARS 6
+#define NVARS 7
 
 static const struct {
     const char *name;
@@ -22,6 +23,7 @@ static const struct {
     {"btl_usnic_num_frag_recvs", MPI_T_PVAR_CLASS_COUNTER},
     {"btl_usnic_num_chunk_sends", MPI_T_PVAR_CLASS_COUNTER},
     {"btl_usnic_num_bad_recvs", MPI_T_PVAR_CLASS_COUNTER},
+    {"btl_usnic_num_forged_recvs", MPI_T_PVAR_CLASS_COUNTER},
     {"btl_usnic_endpoints", MPI_T_PVAR_CLASS_LEVEL},
     {"btl_usnic_endpoint_bytes", MPI_T_PVAR_CLASS_SIZE},
 };
@@ -50,8 +52,9 @@ static int expected(int i, int rank, unsigned long before, unsigned long after)
         return rank > 1 || d >= N;
     case 2:
     case 3:
-        return 0 == d;
     case 4:
+        return 0 == d;
+    case 5:
         return 1 == after;
     default:
         return after > 1024 && after <= 64 * 1024;

@@ -9,8 +9,7 @@
  *
  * All other ranks are QUIET: they send nothing to rank 0 until the run ends (they sleep
  * and watch the stop file), so rank 0's usnic receive window for them does not move
- * during the run. The rogue-sender test forges their sender ids with sequence numbers far
- * from where they will ever send.
+ * during the run.
  *
  * Rank 0 also keeps a canary buffer that MPI never sees (so it is never registered):
  * the rogue sender aims emulated PUTs at it; it must never change.
