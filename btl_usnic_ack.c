@@ -210,6 +210,8 @@ void opal_btl_usnic_timer_start(opal_btl_usnic_endpoint_t *ep, double now)
 
 void opal_btl_usnic_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
+    /* nothing unacknowledged: no stall for the dead-peer check to watch */
+    ep->watch.watch_since = 0;
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;

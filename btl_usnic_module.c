@@ -726,18 +726,16 @@ static void check_dead_peers(opal_btl_usnic_module_t *module)
     opal_list_item_t *li;
 
     module->last_dead_check = now;
-    /* Endpoints are linked through all_li, not through their first member. */
-    for (li = opal_list_get_first(&module->all_endpoints);
-         li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
-        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
+    /* Only endpoints with unacknowledged data can stall: those whose
+     * retransmit timer runs (idle peers cost nothing here). */
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
         double seen, busy;
         char ip[32];
 
         if (ep->failed) {
-            continue;
-        }
-        if (0 == usnic_tx_window_inflight(&ep->tx)) {
-            ep->watch.watch_since = 0;
             continue;
         }
         busy = opal_btl_usnic_liveness_busy(ep);
