@@ -84,6 +84,9 @@ int main(int argc, char **argv)
         }
         before[i] = read_sum(session, h[i], count[i]);
     }
+    /* Nobody sends a ping before the other has taken its readings (a ping
+     * processed before the handles exist would not be counted). */
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < N; ++i) {
         if (0 == rank) {
             MPI_Send(&buf, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
