@@ -876,12 +876,12 @@ static int clamp_depth(int requested, int dflt, int max)
 }
 
 static int init_free_list(opal_btl_usnic_module_t *module, opal_free_list_t *fl, size_t elem_size,
-                          opal_class_t *cls, size_t payload, int n0, int inc,
+                          opal_class_t *cls, size_t payload, int n0, int max, int inc,
                           opal_free_list_item_init_fn_t init, void *ctx)
 {
     OBJ_CONSTRUCT(fl, opal_free_list_t);
     return opal_free_list_init(fl, elem_size, opal_cache_line_size, cls, payload,
-                               opal_cache_line_size, n0, -1, inc, NULL, 0,
+                               opal_cache_line_size, n0, max, inc, NULL, 0,
                                payload > 0 ? module->rcache : NULL, init, ctx);
 }
 
@@ -976,18 +976,20 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
 
     rc = init_free_list(module, &module->small_send_frags, sizeof(opal_btl_usnic_send_frag_t),
                         OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, USNIC_SMALL_FRAGS_INIT,
-                        USNIC_SMALL_FRAGS_INIT, opal_btl_usnic_small_frag_init, NULL);
+                        USNIC_SMALL_FRAGS_MAX, USNIC_SMALL_FRAGS_INIT,
+                        opal_btl_usnic_small_frag_init, NULL);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->large_send_frags, sizeof(opal_btl_usnic_send_frag_t),
-                          OBJ_CLASS(opal_btl_usnic_send_frag_t), 0, 16, 16, NULL, NULL);
+                          OBJ_CLASS(opal_btl_usnic_send_frag_t), 0, 16, USNIC_LARGE_FRAGS_MAX, 16,
+                          NULL, NULL);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->chunk_segs, sizeof(opal_btl_usnic_chunk_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, USNIC_CHUNKS_INIT,
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, USNIC_CHUNKS_INIT, -1,
                           USNIC_CHUNKS_INIT, opal_btl_usnic_chunk_init,
                           (void *)(uintptr_t) USNIC_SEG_CHUNK);
     rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->ack_segs, sizeof(opal_btl_usnic_ack_item_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), USNIC_ACK_BUF, USNIC_ACKS_INIT, 64,
+                          OBJ_CLASS(opal_btl_usnic_chunk_t), USNIC_ACK_BUF, USNIC_ACKS_INIT, -1, 64,
                           opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_ACK);
     if (OPAL_SUCCESS != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,

@@ -201,6 +201,13 @@ static inline opal_free_list_item_t *opal_btl_usnic_fl_get(opal_btl_usnic_module
     return item;
 }
 
+/* The most send frags a module hands out: beyond that the PML keeps its
+ * requests pending (a peer that stops acknowledging must not make an
+ * endless stream of sends queue up registered memory until the process is
+ * killed). */
+#define USNIC_SMALL_FRAGS_MAX 8192
+#define USNIC_LARGE_FRAGS_MAX 1024
+
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 
 /* What btl_register_mem hands out: the region itself.  No key is needed

@@ -2432,3 +2432,39 @@ USNIC_TEST(engine_slow_burst_no_spurious_timeouts)
     world_fini(w);
     return 0;
 }
+
+/* A peer that acknowledges nothing while the PML keeps sending: the module
+ * stops handing out frags at USNIC_SMALL_FRAGS_MAX (the PML then keeps its
+ * requests pending) instead of queueing registered buffers without end;
+ * once the peer answers, everything accepted arrives. */
+USNIC_TEST(engine_send_frags_bounded)
+{
+    world_t *w = world_new(71, 72);
+    opal_free_list_t *fl;
+    size_t accepted = 0, refused = 0;
+
+    check(NULL != w);
+    fl = &w->mods[SIDE_A].small_send_frags;
+    /* as module_init sets it (the world builds its lists by hand) */
+    fl->fl_max_to_alloc = USNIC_SMALL_FRAGS_MAX;
+    w->paused = true;
+    for (int i = 0; i < USNIC_SMALL_FRAGS_MAX + 500; ++i) {
+        sent_msg_t *m = world_send(w, SIDE_A, 64, SEND_PREPARE);
+        if (NULL != m) {
+            ++accepted;
+        } else {
+            ++refused;
+        }
+        if (i % 64 == 0) {
+            world_progress(w, SIDE_A);
+        }
+    }
+    check(refused > 0);
+    check(accepted <= USNIC_SMALL_FRAGS_MAX);
+    check(fl->fl_num_allocated <= USNIC_SMALL_FRAGS_MAX);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000000, true), WORLD_QUIET);
+    check_int_eq(w->nrx, accepted);
+    world_fini(w);
+    return 0;
+}
