@@ -490,6 +490,10 @@ void opal_btl_usnic_connectivity_report(void)
                    c->peer_ip, c->peer_mac, (int) c->sizes[0], (int) c->sizes[1],
                    usnic_component.connectivity_num_retries + 1,
                    usnic_component.connectivity_ack_timeout);
+    snprintf(m->fatal_cause, sizeof(m->fatal_cause), "connectivity check: %s from %s",
+             c->acked[0] ? "no answer to large pings" : c->acked[1] ? "no answer to small pings"
+                                                           : "no answer at all",
+             c->peer_ip);
     opal_btl_usnic_module_fatal(m, c->peer_proc);
 }
 

@@ -46,14 +46,17 @@ static inline int module_index(const opal_btl_usnic_module_t *m)
 
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *peer)
 {
-    char info[128];
+    char info[256];
 
     module->dead = true;
     /* The peer usually hits the same failure within a second.  Let both help
      * messages reach mpirun before the abort below tears the job down. */
     sleep(1);
-    snprintf(info, sizeof(info), "btl/usnic: %s: fatal error on %s, the job is aborted",
-             opal_process_info.nodename, module->dev_name);
+    /* This line is a test contract (t-connectivity): Open MPI 4.1.4 may lose
+     * a help message from a process on mpirun's host, but not this one. */
+    snprintf(info, sizeof(info), "btl/usnic: %s: fatal error on %s (%s), the job is aborted",
+             opal_process_info.nodename, module->dev_name,
+             '\0' != module->fatal_cause[0] ? module->fatal_cause : "see the message above");
     if (NULL != module->pml_error_callback) {
         module->pml_error_callback(&module->super, MCA_BTL_ERROR_FLAGS_FATAL,
                                    NULL != peer ? peer : opal_proc_local_get(), info);
@@ -757,6 +760,7 @@ static void check_dead_peers(opal_btl_usnic_module_t *module)
                        usnic_component.peer_timeout,
                        (int) usnic_tx_window_inflight(&ep->tx),
                        opal_btl_usnic_liveness_summary(ep, now, timeout));
+        snprintf(module->fatal_cause, sizeof(module->fatal_cause), "peer %s unreachable", ip);
         opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);
     }
 }
@@ -1025,6 +1029,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     module->local_addr.if_mtu = (uint32_t) module->if_mtu;
     opal_btl_usnic_module_publish_depths(module);
     memset(&module->stats, 0, sizeof(module->stats));
+    module->fatal_cause[0] = '\0';
     /* Without its socket the module works, just unchecked (a warning was shown). */
     opal_btl_usnic_connectivity_listen(module);
 

@@ -119,6 +119,7 @@ typedef struct opal_btl_usnic_module_t {
 
     mca_btl_base_module_error_cb_fn_t pml_error_callback;
     bool dead;                      /* fatal error seen; stop touching the device */
+    char fatal_cause[96];           /* named in the PML's abort message, if set */
     double last_dead_check;         /* when the dead-peer check last ran (monotonic s) */
 
     opal_btl_usnic_stats_t stats;

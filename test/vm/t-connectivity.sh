@@ -29,9 +29,17 @@ cat "$WORK/dead.out"
 netem_clear
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "dead datapath: exit code $rc (expected an abort)"
 [ "$t" -lt 45 ] || fail "dead datapath: took ${t}s (bound 45 s)"
-assert_grep 'got no answer at all from a peer' "$WORK/dead.out" "checker reported the dead path"
-assert_grep 'Peer address: +10\.88\.0\.[12]/24, MAC ([0-9a-f]{2}:){5}[0-9a-f]{2}' "$WORK/dead.out" \
-    "message names the peer address and MAC"
+# Only hostA's rank sends (the root of the broadcasts), so only its checker runs, and
+# Open MPI 4.1.4 sometimes loses a help message from a process on mpirun's own host
+# (ORTE_ERROR_LOG in show_help.c). The PML's abort line, which names the cause, is not lost.
+if grep -q 'got no answer at all from a peer' "$WORK/dead.out"; then
+    pass "checker reported the dead path"
+    assert_grep 'Peer address: +10\.88\.0\.[12]/24, MAC ([0-9a-f]{2}:){5}[0-9a-f]{2}' \
+        "$WORK/dead.out" "message names the peer address and MAC"
+else
+    assert_grep 'fatal error on rxeA \(connectivity check: no answer at all from 10\.88\.0\.2/24\)' \
+        "$WORK/dead.out" "checker's abort names the dead path (its help message was lost)"
+fi
 pass "dead datapath aborted after ${t}s"
 
 echo "== MTU mismatch: UDP packets of 8192 bytes or more dropped both ways, job of 60 s"
