@@ -98,38 +98,47 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
 }
 
-void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
-                                    opal_btl_usnic_send_frag_t *frag)
+/* Tell the PML, once, that its send buffer is free (status OPAL_SUCCESS) or
+ * that the send failed.  PUT completion is remote completion: put_done. */
+static void send_done(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag,
+                      int status)
 {
     if (frag->local_done) {
         return;
     }
     frag->local_done = true;
-    /* PUT completion is remote completion: reported once all is ACKed.
-     * A send that returned 0 to the PML always gets its callback. */
+    /* A send that returned 0 to the PML always gets its callback. */
     if (0 == frag->put_addr && NULL != frag->base.des_cbfunc) {
         ++module->stats.pml_send_callbacks;
-        frag->base.des_cbfunc(&module->super, frag->endpoint, &frag->base, OPAL_SUCCESS);
+        frag->base.des_cbfunc(&module->super, frag->endpoint, &frag->base, status);
     }
+}
+
+/* Report an emulated PUT's completion, once. */
+static void put_done(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag,
+                     int status)
+{
+    mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
+
+    if (0 != frag->put_addr && NULL != cb) {
+        frag->put_cb = NULL;
+        cb(&module->super, frag->endpoint, frag->put_local, NULL, frag->put_context,
+           frag->put_cbdata, status);
+    }
+}
+
+void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
+                                    opal_btl_usnic_send_frag_t *frag)
+{
+    send_done(module, frag, OPAL_SUCCESS);
 }
 
 void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
-
-    if (!frag->local_done) {
-        frag->local_done = true;
-        if (0 == frag->put_addr && NULL != frag->base.des_cbfunc) {
-            ++module->stats.pml_send_callbacks;
-            frag->base.des_cbfunc(&module->super, ep, &frag->base, OPAL_ERR_UNREACH);
-        }
-    }
+    send_done(module, frag, OPAL_ERR_UNREACH);
     /* A PUT with segments in flight completes when they are released. */
-    if (0 != frag->put_addr && NULL != frag->put_cb && 0 == frag->segs_unacked) {
-        mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
-        frag->put_cb = NULL;
-        cb(&module->super, ep, frag->put_local, NULL, frag->put_context, frag->put_cbdata,
-           OPAL_ERR_UNREACH);
+    if (0 == frag->segs_unacked) {
+        put_done(module, frag, OPAL_ERR_UNREACH);
     }
 }
 
@@ -398,13 +407,8 @@ void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_se
     if (USNIC_FRAG_LARGE == frag->type) {
         --ep->active_large_frags;
     }
-    if (0 != frag->put_addr && NULL != frag->put_cb) {
-        mca_btl_base_rdma_completion_fn_t cb = frag->put_cb;
-        frag->put_cb = NULL;
-        /* A flush at del_procs "acknowledges" what may never have arrived. */
-        cb(&module->super, ep, frag->put_local, NULL, frag->put_context, frag->put_cbdata,
-           ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
-    }
+    /* A flush at del_procs "acknowledges" what may never have arrived. */
+    put_done(module, frag, ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
     opal_btl_usnic_frag_return_if_done(module, frag);
 }
 
