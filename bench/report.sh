@@ -179,7 +179,7 @@ fi
 
 # --- results.md
 {
-    echo "# usnic benchmarks $(basename "$out")"
+    echo "# usnic benchmarks $(sed -n 's/^run: //p' "$out/component.txt" 2>/dev/null | grep . || basename "$out")"
     echo
     echo "hostA <-> hostB in the rxe-vm VM (two network namespaces, Soft-RoCE over one veth pair,"
     echo "$(planval cpus) vCPUs, TCG-emulated, kernel $(planval kernel)). Mode \`$(planval mode)\`,"
@@ -353,6 +353,9 @@ fi
     echo
     echo "Raw outputs: \`raw/\` (\`*-rN.txt\`: mpibench lines and usnic statistics;"
     echo "\`rawud-rN.log\`: perftest's full outputs), \`all.tsv\` (every run), \`medians.tsv\`."
+    echo "\`bench/report.sh DIR\` regenerates this page, the plots and the tables from \`raw/*.txt\`,"
+    echo "\`callgrind/callgrind.out*\` and the other \`.txt\` files: the run's inputs, which is all"
+    echo "git keeps of bench/results/latest (older runs are in its history)."
 } > "$out/results.md"
 
 if [ "$status_ok" = 0 ] || [ ${#missing[@]} -gt 0 ]; then

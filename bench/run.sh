@@ -3,12 +3,15 @@
 # rxe-vm VM: MPI micro-benchmarks (bench/mpibench.c: latency, streaming and bidirectional
 # bandwidth, multi-pair message rate) over usnic and over btl/tcp, and the raw verbs UD
 # baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 3).
-# Results go to bench/results/<UTC timestamp>/ (bench/results/latest points there):
+# Results replace those of the previous run in bench/results/latest/ (older runs are in git
+# history):
 #   results.md      tables: medians over the runs and the usnic/raw-UD and usnic/tcp ratios,
 #                   usnic's retransmit counters, run times, instructions per message
 #   latency.png, bandwidth.png   gnuplot plots
-#   raw/            every benchmark's output; status.txt, plan.txt, vm.log, *.dat, *.tsv
-#   component.txt   the git commit and the installed mca_btl_usnic.so that were measured
+#   raw/*.txt, callgrind/callgrind.out*, plan.txt, status.txt, times.txt, host-load.txt: the
+#                   inputs bench/report.sh makes the above from
+#   component.txt   the run's UTC time, the git commit and the installed mca_btl_usnic.so
+#   vm.log, raw/*.log, callgrind/*.txt, *.dat, *.tsv: logs and derived files (not committed)
 # --quick: a smoke run (5 sizes, 1 run, no callgrind) for CI: under a minute of VM time on
 # an idle 2-core host. The full suite (3 runs, callgrind) takes 5-6 minutes there, several
 # times that on a busy host. --no-callgrind skips the instruction counts (valgrind).
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
         --no-callgrind) callgrind=0 ;;
         --callgrind) callgrind=1 ;;
         --out) outdir=${2:?--out needs a directory}; shift ;;
-        -h|--help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "usage: bench/run.sh [--quick] [--runs N] [--no-callgrind|--callgrind] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
@@ -49,11 +52,16 @@ component() {
     echo "installed: $1 $(sha256sum < "$1" | cut -c1-16) $(date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ)"
 }
 ts=$(date -u +%Y%m%dT%H%M%SZ)
-out=$PWD/bench/results/$ts
-[ -n "$outdir" ] && out=$(mkdir -p "$outdir" && cd "$outdir" && pwd)
+out=$PWD/bench/results/latest
+if [ -n "$outdir" ]; then
+    out=$(mkdir -p "$outdir" && cd "$outdir" && pwd)
+else
+    rm -rf "$out"
+fi
 mkdir -p "$out" || exit 2
 echo "run.sh: $mode suite, $runs run(s), results in $out"
 {
+    echo "run: $ts"
     echo "source: $(git log -1 --format='%h %cI' 2>/dev/null)" \
          "$(git status --porcelain -- 'btl_usnic*' 2>/dev/null | grep -q . && echo '(sources modified)')"
     component "$so"
@@ -83,7 +91,6 @@ cat "$out/times.txt"
 
 bench/report.sh "$out"
 reprc=$?
-[ -n "$outdir" ] || ln -sfn "$ts" bench/results/latest
 echo "run.sh: $out/results.md"
 [ -f "$out/latency.png" ] || { echo "run.sh: no latency.png" >&2; reprc=1; }
 [ -f "$out/bandwidth.png" ] || { echo "run.sh: no bandwidth.png" >&2; reprc=1; }
