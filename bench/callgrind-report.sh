@@ -7,7 +7,7 @@
 # received each) and callgrind.out the idle progress passes that follow (MPI_Iprobe with
 # nothing to receive). Writes, per profile P (ping, idle): P.annotate.txt
 # (callgrind_annotate's function list), P.objects.txt and P.functions.txt (totals).
-set -u
+set -euo pipefail
 d=${1:?usage: bench/callgrind-report.sh DIR}
 ping=$d/callgrind.out.1 idle=$d/callgrind.out
 [ -s "$ping" ] || { echo "No profile ($ping)."; exit 1; }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the VM (see bench/main-job.sh): ping-pong hostA <-> hostB over usnic.
 set -euo pipefail
+# shellcheck source=/dev/null # written by tools/rxe-vm/rxe-vm in the guest
 . /run/rxevm/env
 cd "$(dirname "$0")"
 work=$(mktemp -d)

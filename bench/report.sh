@@ -6,7 +6,7 @@
 #   latency.png, bandwidth.png (gnuplot), and the .dat files they are drawn from
 # Exits 1 if a benchmark failed or an expected number is missing (0, nan, or fewer runs
 # than planned), 2 on bad usage.
-set -u
+set -euo pipefail
 out=$(readlink -f "${1:?usage: bench/report.sh OUTDIR}")
 plan=$out/plan.txt
 [ -f "$plan" ] || { echo "report: no $plan" >&2; exit 2; }
@@ -107,13 +107,13 @@ done
 expect rawud lat $raw_sizes
 # shellcheck disable=SC2086
 expect rawud bw $raw_sizes
-for n in $(sed -n 's/^scaling_ranks_per_host //p' "$out/plan.txt"); do
+for n in $(planval scaling_ranks_per_host); do
     for ((r = 1; r <= runs; r++)); do
         grep -qs '^scaling ranks' "$out/raw/scaling-n$((2 * n))-r$r.txt" ||
             missing+=("scaling $((2 * n)) ranks (run $r)")
     done
 done
-failed=$(grep ' rc=' "$out/status.txt" 2>/dev/null | grep -v ' rc=0 ')
+failed=$(grep ' rc=' "$out/status.txt" 2>/dev/null | grep -v ' rc=0 ' || true)
 status_ok=1
 [ -s "$out/status.txt" ] || { status_ok=0; failed="no status.txt: the VM run did not start"; }
 [ -n "$failed" ] && status_ok=0
@@ -283,7 +283,7 @@ fi
     echo
     echo "| ranks | MPI_Init (ms) | add_procs (ms) | usnic peers per rank | bytes per peer | RSS (KiB) |"
     echo "|---:|---:|---:|---:|---:|---:|"
-    cat "$out"/raw/scaling-n*-r*.txt 2>/dev/null | awk '
+    { cat "$out"/raw/scaling-n*-r*.txt 2>/dev/null || true; } | awk '
         $1 == "scaling" && $2 == "ranks" {
             n = $3; k = ++cnt[n]
             init[n, k] = $5; ap[n, k] = $7; epmin[n, k] = $9; epmax[n, k] = $11
@@ -339,7 +339,7 @@ fi
     echo "|---|---:|---:|"
     [ -f "$out/status.txt" ] && awk '/ rc=[0-9]+ [0-9]+s$/ {
         sub(/^rc=/, "", $2); sub(/s$/, "", $3); print "| " $1 " | " $2 " | " $3 " |" }' "$out/status.txt"
-    grep -s "killed leftover" "$out/status.txt" | sed 's/^/- /'
+    sed -n 's/^\(.*killed leftover.*\)$/- \1/p' "$out/status.txt" 2>/dev/null || true
     if [ -s "$out/host-load.txt" ]; then
         echo
         awk '{ n++; s += $1; if (n == 1 || $1 > max) max = $1; if (n == 1 || $1 < min) min = $1 }

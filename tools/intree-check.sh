@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash
 #
 # intree-check.sh: prove that the usnic BTL builds and loads inside a
 # real Open MPI 4.1 source tree.
@@ -134,7 +134,9 @@ fail() {
     [ "$log" = - ] && log=
     trap - ERR
     echo >&2
-    echo "intree-check: FAILED${current_step:+ in step '$current_step'}: $msg" >&2
+    local where=''
+    [ -z "$current_step" ] || where=" in step '$current_step'"
+    echo "intree-check: FAILED$where: $msg" >&2
     if [ -n "$log" ] && [ -s "$log" ]; then
         echo "intree-check: last lines of $log:" >&2
         tail -n 40 "$log" | sed 's/^/    | /' >&2
@@ -355,6 +357,7 @@ step_done "${#wanted[@]} files, $changed changed"
 #               autogen and configure runs are the slowest part); the
 #               system ones are used instead, as Debian's package does.
 
+# shellcheck disable=SC2054 # --exclude takes a comma-separated list
 autogen_opts=(--force --no-ompi --no-orte --no-oshmem
               --exclude=pmix-pmix3x,event-libevent2022,hwloc-hwloc201)
 autogen_key=$(printf '%s\n' "${autogen_opts[@]}" | sha_of "$comp_dir/configure.m4" "$comp_dir/Makefile.am")
@@ -432,7 +435,8 @@ case " $btl_dso_subdirs " in
     *" mca/btl/usnic "*) ;;
     *) fail "opal/Makefile does not list mca/btl/usnic among the btl DSOs" ;;
 esac
-btl_dso_others=$(printf '%s\n' $btl_dso_subdirs | grep -vx 'mca/btl/usnic' | paste -sd' ')
+read -ra btl_dsos <<< "$btl_dso_subdirs"
+btl_dso_others=$(printf '%s\n' "${btl_dsos[@]}" | grep -vx 'mca/btl/usnic' | paste -sd' ')
 
 step "make -C opal -j$jobs (libopen-pal and OPAL components, usnic aside)" "$log_dir/build-opal.log"
 run "$log_dir/build-opal.log" make -C "$tree/opal" -j"$jobs" "MCA_opal_btl_DSO_SUBDIRS=$btl_dso_others"
@@ -463,22 +467,18 @@ fi
 # 7. load the component through OPAL's MCA machinery
 
 step "load check (test/intree/load-check.c)" "$log_dir/load-check.log"
-flags_mk=$work_dir/print-flags.mk
-cat >"$flags_mk" <<'EOF'
-print-intree-flags:
-	@echo "intree_cc='$(CC)'"
-	@echo "intree_cppflags='$(DEFAULT_INCLUDES) $(CPPFLAGS)'"
-	@echo "intree_cflags='$(CFLAGS)'"
-EOF
-# Compile from the component dir, with that dir's compiler and flags
-# (its include paths are relative to it).
-intree_cc= intree_cppflags= intree_cflags=
-eval "$(make -s --no-print-directory -C "$comp_dir" -f Makefile -f "$flags_mk" print-intree-flags)"
+flags_mk=$work_dir/load-check.mk
 load_check=$work_dir/load-check
-(cd "$comp_dir" && $intree_cc $intree_cppflags $intree_cflags -Wall \
-    -o "$load_check" "$repo_root/test/intree/load-check.c" \
-    -L"$tree/opal/.libs" -lopen-pal -Wl,-rpath,"$tree/opal/.libs") \
-    >"$log_dir/load-check-build.log" 2>&1 \
+# Built by make from the component dir, with that dir's compiler and flags (its include
+# paths are relative to it).
+cat >"$flags_mk" <<'EOF'
+load-check:
+	$(CC) $(DEFAULT_INCLUDES) $(CPPFLAGS) $(CFLAGS) -Wall -o $(LOAD_CHECK) $(LOAD_CHECK_SRC) \
+	    -L$(OPAL_LIBS) -lopen-pal -Wl,-rpath,$(OPAL_LIBS)
+EOF
+make -s --no-print-directory -C "$comp_dir" -f Makefile -f "$flags_mk" load-check \
+    LOAD_CHECK="$load_check" LOAD_CHECK_SRC="$repo_root/test/intree/load-check.c" \
+    OPAL_LIBS="$tree/opal/.libs" >"$log_dir/load-check-build.log" 2>&1 \
     || fail "could not build load-check" "$log_dir/load-check-build.log"
 
 # Help files (show_help text) of the build tree, where OPAL looks for them.

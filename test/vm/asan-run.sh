@@ -18,7 +18,7 @@
 #      MPI_Finalize) and only counted. Ours are printed in full.
 # Ends with `asan: N passed, N failed` (the VM tests) and a summary; exits non-zero if a test
 # failed or if anything of ours was reported. USNIC_ASAN_SLOW (default 3) multiplies timeouts.
-set -u
+set -u    # not -e: reinstalls the normal build and reads the reports whatever fails (README, Scripts)
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
 ALOGS=$VM/logs/asan
@@ -43,7 +43,7 @@ ompi_path() {
     LD_PRELOAD=$ASAN_LIB ASAN_OPTIONS=detect_leaks=0 ompi_info --path "$1" --parsable | cut -d: -f3
 }
 OMPI_PKGLIBDIR=$(ompi_path pkglibdir) OMPI_DATADIR=$(ompi_path pkgdatadir)
-[ -d "$OMPI_PKGLIBDIR" ] && [ -d "$OMPI_DATADIR" ] || { echo "asan-run: ompi_info --path failed" >&2; exit 2; }
+{ [ -d "$OMPI_PKGLIBDIR" ] && [ -d "$OMPI_DATADIR" ]; } || { echo "asan-run: ompi_info --path failed" >&2; exit 2; }
 MK=(make -s -C standalone OMPI_INFO=true OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR" OMPI_DATADIR="$OMPI_DATADIR")
 SAVED=$(mktemp -d /tmp/usnic-asan-saved.XXXXXX) || exit 2
 cp -p "$OMPI_PKGLIBDIR/mca_btl_usnic.so" "$SAVED/" 2>/dev/null

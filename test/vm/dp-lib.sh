@@ -6,6 +6,22 @@
 
 DP_FAILED=0
 
+# Facts the tests read (README, "Tests read facts"): the "stats final" lines
+# ("btl:usnic: stats final HOST DEV: name=value ...", btl_usnic_stats.c) and the connectivity
+# map (btl_usnic_connectivity_map, btl_usnic_map.c), not the prose of verbose messages.
+# final_stat OUT HOST DEV NAME: counter NAME of the first final report of DEV on HOST in OUT
+final_stat() {
+    grep -E "btl:usnic: stats final $2 $3: " "$1" | head -n 1 | tr ' ' '\n' | sed -n "s/^$4=//p"
+}
+# map_file PREFIX HOST: the connectivity map written by the (first) process on HOST, or ""
+map_file() {
+    local f
+    for f in "$1-$2".pid*.job*.mcwrank*.txt; do
+        [ -e "$f" ] && echo "$f"
+        return 0
+    done
+}
+
 # dp_fail MSG: a failed check; the test goes on (the next run still gives its evidence) and
 # dp_done fails it at the end
 dp_fail() { echo "FAIL: $*"; DP_FAILED=1; }
@@ -47,7 +63,7 @@ dp_check() {
     for x in A B; do
         min=$(sed -nE "s/^$prog: host host$x min_usnic_dgrams_in ([0-9]+)$/\1/p" "$out")
         # (no process substitution: the guest has no /dev/fd)
-        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x rxe$x[0-9]*: " "$out" | awk '
+        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x rxe${x}[0-9]*: " "$out" | awk '
             { for (i = 1; i <= NF; i++) {
                   split($i, kv, "=")
                   if (kv[1] == "num_frag_recvs" || kv[1] == "num_chunk_recvs") s += kv[2]
@@ -123,7 +139,7 @@ no_message() {
 # (the checker's and the peer-unreachable messages have one) names its own host and device
 # and the OTHER host with its address
 check_reports() {
-    local reports lh ld1 ld2 ph pa l p
+    local reports lh ld1 ld2 ph pa l p ip
     reports=$(awk '
         /^ *Local host:/ { lh = $3 }
         /^ *Local device:/ { ld = $3 " " $4 }
@@ -134,9 +150,9 @@ check_reports() {
     [ -n "$reports" ] || dp_fail "$2: no message names the local host, device and the peer"
     while read -r lh ld1 ld2 ph pa; do
         [ -n "$lh" ] || continue
-        l=${lh#host} p=${ph#host}
+        l=${lh#host} p=${ph#host} ip=RXEVM_IP_${ph#host}
         if [[ $lh =~ ^host[AB]$ ]] && [[ $ph =~ ^host[AB]$ ]] && [ "$l" != "$p" ] &&
-           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "$(eval "echo \$RXEVM_IP_$p")/24" ]
+           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "${!ip}/24" ]
         then
             pass "$2: $lh reports its device $ld1 $ld2 and the peer $ph at $pa"
         else

@@ -102,7 +102,7 @@ pct() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", (d > 0 ? 100 * n / d : 0
 # shellcheck disable=SC2034 # counters read indirectly, as ${s}_num_frag_sends etc.
 fault_run() {
     local label=$1 kind=$2 bound=$3 n=$4 out=$5 prog=$6 t0 t x y na0 nb0 na1 nb1
-    local pa da pb db sa rb sb ra lab lba what="$label: $prog ($n per host)"
+    local pa da pb db sa rb sb ra lab lba k v what="$label: $prog ($n per host)"
     shift 6
     read -r na0 x <<< "$(netem_stats A)"
     read -r nb0 y <<< "$(netem_stats B)"
@@ -131,7 +131,9 @@ fault_run() {
     local B_num_chunk_recvs=0 B_num_dup_recvs=0 B_num_oow_low_recvs=0 B_num_oow_high_recvs=0
     local B_num_badfrag_recvs=0 B_num_bad_recvs=0 B_num_recv_errors=0 B_num_unk_recvs=0
     local B_max_rcvd_window_size=0 B_procs=0
-    eval "$(fault_sums "$out" | grep -E '^[AB]_[a-z_]+=[0-9]+$')"
+    while IFS='=' read -r k v; do
+        [[ $k =~ ^[AB]_[a-z_]+$ && $v =~ ^[0-9]+$ ]] && printf -v "$k" '%s' "$v"
+    done <<< "$(fault_sums "$out")"
 
     # all datagrams (data, ACKs, resends) sent by one host and received by the other
     sa=$A_num_total_sends rb=$B_num_total_recvs sb=$B_num_total_sends ra=$A_num_total_recvs

@@ -31,6 +31,7 @@ if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest N
         # still there (an orted that did not exit, say) was left behind by this one.
         left=$(ip netns pids nsA; ip netns pids nsB)
         [ -n "$left" ] && { echo "run.sh: killing leftover processes:"; ps -o pid,args -p "${left//$'\n'/,}"; } >> "$log"
+        # shellcheck disable=SC2086 # a list of pids
         [ -n "$left" ] && kill -KILL $left 2>/dev/null
         netem_clear
         if [ "$rc" = 0 ]; then

@@ -5,6 +5,7 @@
 # the queue pair it flushed when that comes first) and aborts the job, rather than hanging
 # in retransmits.  The link comes back after 3 s so
 # that the launcher's own TCP connections survive to tear the job down.
+set -u
 . "$(dirname "$0")/lib.sh"
 mpi_build busy
 
@@ -26,7 +27,7 @@ echo "== vethB up"
 wait $job; rc=$?
 t=$SECONDS
 cat "$WORK/async.out"
-[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "exit code $rc (expected an abort, not success or a hang)"
+{ [ "$rc" != 0 ] && [ "$rc" != 124 ]; } || fail "exit code $rc (expected an abort, not success or a hang)"
 [ "$t" -lt 60 ] || fail "took ${t}s after the link went down (bound 60 s)"
 assert_grep 'A usnic device reported an error event|A queue pair of the usnic BTL stopped working' \
     "$WORK/async.out" "usnic reported the failure"

@@ -7,6 +7,7 @@
 # smaller MTU; RoCE's 4096-byte datagrams and the launcher's TCP pass) each abort the job with the checker's
 # message, naming both ends, well before the job would have ended on its own. (Interfaces
 # whose MTUs merely differ are fine: t-mtu.sh.)
+set -u
 . "$(dirname "$0")/lib.sh"
 mpi_build busy
 
@@ -27,7 +28,7 @@ BTL=usnic,self MPI_TIMEOUT=90 mpirun_usnic "$WORK/busy" 60 > "$WORK/dead.out" 2>
 t=$SECONDS
 cat "$WORK/dead.out"
 netem_clear
-[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "dead datapath: exit code $rc (expected an abort)"
+{ [ "$rc" != 0 ] && [ "$rc" != 124 ]; } || fail "dead datapath: exit code $rc (expected an abort)"
 [ "$t" -lt 45 ] || fail "dead datapath: took ${t}s (bound 45 s)"
 # Only hostA's rank sends (the root of the broadcasts), so only its checker runs, and
 # Open MPI 4.1.4 sometimes loses a help message from a process on mpirun's own host
@@ -54,7 +55,7 @@ BTL=usnic,self MPI_TIMEOUT=90 mpirun_usnic "$WORK/busy" 60 > "$WORK/mtu.out" 2>&
 t=$SECONDS
 cat "$WORK/mtu.out"
 netem_clear
-[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "MTU mismatch: exit code $rc (expected an abort)"
+{ [ "$rc" != 0 ] && [ "$rc" != 124 ]; } || fail "MTU mismatch: exit code $rc (expected an abort)"
 [ "$t" -lt 45 ] || fail "MTU mismatch: took ${t}s (bound 45 s)"
 assert_grep 'large datagrams do not' "$WORK/mtu.out" "checker reported large pings failing"
 # Both ends see their large pings fail.  Either report may be the one that reaches mpirun:

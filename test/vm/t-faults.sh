@@ -25,6 +25,7 @@
 # the next ones, one round trip each; in a ping-pong nothing follows a lost tail to trigger
 # duplicate ACKs, and with the ACKs lost too the timer's backoff dominates, so the time
 # varies a lot from run to run.
+set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"

@@ -7,6 +7,7 @@
 # ping-pongs) uses the RoCE v2 GID of that second address (btl_usnic_gid_index, per host from
 # sysfs). The connectivity map (the module's address and the peer's published one) must show
 # 10.77.0.x/16 on both hosts.
+set -u
 . "$(dirname "$0")/lib.sh"
 
 NET2=10.77.0
@@ -22,8 +23,10 @@ cleanup
 # gid_of X ADDR: index of the RoCE v2 GID ::ffff:ADDR of rxeX ("" if none); the device's
 # sysfs is only seen from its host's namespace
 gid_of() {
-    local hex
-    hex=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
+    local hex a b c d
+    IFS=. read -r a b c d <<< "$2"
+    hex=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+    # shellcheck disable=SC2016 # expanded by the inner sh
     ip netns exec "ns$1" sh -c 'cd "/sys/class/infiniband/$0/ports/1" || exit
         for g in gids/*; do
             [ "$(cat "$g")" = "$1" ] && [ "$(cat "gid_attrs/types/${g#gids/}")" = "RoCE v2" ] &&
@@ -35,7 +38,7 @@ declare -A GI
 for x in A B; do
     n=${N[$x]}
     ip netns exec "ns$x" ip addr add "$NET2.$n/16" dev "veth$x" || fail "ip addr add on veth$x"
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
         GI[$x]=$(gid_of $x "$NET2.$n")
         [ -n "${GI[$x]}" ] && break
         sleep 0.2

@@ -11,6 +11,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader
 # Each run: all results right, and on both hosts the usnic counters reach the datagrams needed
 # for the data that crossed the hosts.
+set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 

@@ -9,6 +9,7 @@
 #   2) getrandom failing inside the component (progs/nogetrandom.c, LD_PRELOAD), first for the
 #      Q_Key, then for a device's initial sequence numbers: the "no random numbers" help
 #      message, usnic without devices (no statistics) and the job still runs (over tcp)
+set -u
 . "$(dirname "$0")/lib.sh"
 
 mpi_build steady
@@ -36,7 +37,7 @@ T0=$(date +%s)
 BTL=usnic,self mpirun_usnic -t 200 --mca btl_base_verbose 100 --mca btl_usnic_stats 1 \
     "$WORK/steady" -t 150 -f "$STOP" > "$OUT" 2>&1 &
 JOB=$!
-for i in $(seq 180); do
+for _ in $(seq 180); do
     grep -q '^steady: running$' "$OUT" && break
     kill -0 $JOB 2>/dev/null || break
     sleep 0.5
@@ -56,11 +57,11 @@ touch "$STOP"
 wait $JOB
 rc=$?
 grep -E '^steady: |stats final' "$OUT"
-[ "$rc" = 0 ] && grep -q '^steady: OK ' "$OUT" || { cat "$OUT"; fail "the job failed (exit code $rc)"; }
+{ [ "$rc" = 0 ] && grep -q '^steady: OK ' "$OUT"; } || { cat "$OUT"; fail "the job failed (exit code $rc)"; }
 assert_grep '^(\[[^]]*\] )?btl:usnic: stats final hostB rxeB: .*num_frag_recvs=[1-9]' "$OUT" \
     "usnic carried the job's traffic"
-[ "${QK[A]}" != "${QK[B]}" ] && pass "the ranks have different Q_Keys (${QK[A]}, ${QK[B]})" ||
-    fail "both ranks have Q_Key ${QK[A]}"
+[ "${QK[A]}" != "${QK[B]}" ] || fail "both ranks have Q_Key ${QK[A]}"
+pass "the ranks have different Q_Keys (${QK[A]}, ${QK[B]})"
 for x in A B; do
     hex=$(printf '%x' "${QK[$x]}") dec=$(printf '%u' "${QK[$x]}")
     if grep -qi -- "$hex" "$OUT" || grep -qw -- "$dec" "$OUT"; then
@@ -69,7 +70,7 @@ for x in A B; do
     fi
     pass "host$x's Q_Key ${QK[$x]} is nowhere in $(wc -l < "$OUT") lines of verbose output"
     vpid=$([ $x = A ] && echo 0 || echo 1)
-    "$WORK/oldqkey" "${PID[$x]}" $vpid $((T0 - 5)) $((T1 + 5)) "${QK[$x]}" ||
+    "$WORK/oldqkey" "${PID[$x]}" "$vpid" $((T0 - 5)) $((T1 + 5)) "${QK[$x]}" ||
         fail "host$x's Q_Key follows from its pid, the time and its rank"
     pass "host$x's Q_Key does not follow from pid ${PID[$x]}, rank $vpid and the time"
 done

@@ -13,6 +13,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader: 3 cross-host pairs at the same time
 # Each run: no wrong byte, exit code 0, and on both hosts the usnic counters (num_frag_recvs +
 # num_chunk_recvs) reach the datagrams that traffic needs: usnic carried it.
+set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 
@@ -24,7 +25,7 @@ param() {
     sed -nE "s/^mca:btl:usnic:param:btl_usnic_$1:value:(-?[0-9]+)$/\1/p" "$WORK/params"
 }
 eager=$(param eager_limit) rndv=$(param rndv_eager_limit) prio=$(param priority_limit)
-[ -n "$eager" ] && [ -n "$rndv" ] && [ -n "$prio" ] ||
+{ [ -n "$eager" ] && [ -n "$rndv" ] && [ -n "$prio" ]; } ||
     fail "ompi_info shows no btl_usnic_eager_limit, rndv_eager_limit or priority_limit"
 # As the component sizes its channels: a datagram carries the MTU minus the 32-byte usnic
 # header, a chunk the MTU minus the 48-byte chunk header; the fast path's datagrams are 768

@@ -1,0 +1,20 @@
+#!/bin/bash
+# tools/shellcheck.sh: shellcheck (settings in .shellcheckrc) over every shell script of the
+# project: the files under .ci/, bench/, test/ and tools/ that end in .sh or start with a bash
+# shebang (logs, build outputs and benchmark results aside). Prints shellcheck's findings and
+# exits non-zero if there are any; test/run-all.sh runs it as an early step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v shellcheck > /dev/null ||
+    { echo "shellcheck: not installed (tools/deps.sh installs it)" >&2; exit 2; }
+scripts=()
+while IFS= read -r -d '' f; do
+    case $f in
+        *.sh) scripts+=("$f") ;;
+        *) head -n 1 "$f" | grep -q '^#!/bin/bash' && scripts+=("$f") ;;
+    esac
+done < <(find .ci bench test tools \
+             \( -path bench/results -o -path test/vm/logs -o -path test/fuzz/build \
+                -o -path test/fuzz/corpus -o -path test/fuzz/corpus.new \) -prune -o -type f -print0)
+shellcheck -x "${scripts[@]}"
+echo "shellcheck: ${#scripts[@]} scripts, no findings"
