@@ -290,8 +290,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
-    usnic_verbose(10, "%s: sender id 0x%016" PRIx64, opal_process_info.nodename,
-                  c->my_hashed_name);
+    /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */
+    usnic_verbose(10, "fact id host=%s pid=%d sender_id=0x%016" PRIx64, opal_process_info.nodename,
+                  (int) getpid(), c->my_hashed_name);
 
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");

@@ -118,8 +118,9 @@ static bool fit_local_path_mtu(usnic_conn_check_t *c)
     if (!ok) {
         return false;
     }
-    usnic_verbose(5, "%s: %s: the route to %s has MTU %d, less than the interfaces': "
-                  "large connectivity pings cut from %u to %u bytes",
+    /* Test contract (README, "Tests read facts"): t-mtu parses this line's fields. The route
+     * to the peer has a smaller MTU than the interfaces: large pings are cut to fit it. */
+    usnic_verbose(5, "fact ping_cut host=%s dev=%s peer=%s route_mtu=%d from=%u to=%u",
                   opal_process_info.nodename, c->module->dev_name, c->peer_ip, mtu, c->sizes[1],
                   (uint32_t) mtu - USNIC_CONN_HDR_ROOM);
     c->sizes[1] = (uint32_t) mtu - USNIC_CONN_HDR_ROOM;

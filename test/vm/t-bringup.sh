@@ -1,9 +1,14 @@
 #!/bin/bash
 # vm-timeout: 240
 # Bring-up: the usnic component is installed and registers its parameters, and in a 2-host
-# job (one rank on hostA, one on hostB, BTLs usnic,self only) each host opens its rxe device,
-# creates both UD channels and publishes its modex, and the job completes.
+# job (one rank on hostA, one on hostB, BTLs usnic,self only, progs/p2p.c with a 1-byte and
+# a 64 KiB ping-pong) each host opens its rxe device on its veth and reaches the peer's device
+# at the peer's address, i.e. found the peer's modex record (the connectivity map), both
+# channels carry datagrams both ways (the final statistics: fast-path fragments go on the
+# priority channel, chunks on the data channel), every byte arrives and the job completes.
+set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/dp-lib.sh"
 
 onhost A ompi_info > "$WORK/ompi_info" 2>&1
 assert_grep 'MCA btl: usnic \(.*API v3\.1\.0' "$WORK/ompi_info" \
@@ -13,25 +18,33 @@ for p in btl_usnic_if_include btl_usnic_retrans_timeout; do
     assert_grep "parameter \"$p\"" "$WORK/params" "ompi_info --param btl usnic lists $p"
 done
 
-mpi_build hello
-echo "== mpirun hello, btl usnic,self"
-BTL=usnic,self mpirun_usnic --mca btl_base_verbose 100 "$WORK/hello" 2>&1 | tee "$WORK/mpirun.out"
-rc=${PIPESTATUS[0]}
-# opal_output may prefix "[host:pid] "; more ", name value" fields may follow the checked ones
-P='^(\[[^]]*\] )?btl:usnic: ' MORE='(, .*)?$'
+mpi_build p2p
+OUT=$WORK/p2p.out
+dp_run 1 "$OUT" --mca btl_usnic_connectivity_map "$WORK/map" "$WORK/p2p" -s 1,65536 -p pingpong
+dp_check p2p 1 "$OUT"
 for x in A B; do
-    ip=RXEVM_IP_$x; ip=${!ip}
-    h="host$x: rxe$x"
-    assert_grep "${P}$h: opened, port 1, netdev veth$x ${ip//./\\.}/24, GID index [0-9]+, MTU [0-9]+$MORE" \
-        "$WORK/mpirun.out" "host$x opened rxe$x on veth$x"
-    for ch in priority data; do
-        assert_grep "${P}$h: $ch channel ready: CQ [0-9]+ entries, QP [0-9]+$MORE" \
-            "$WORK/mpirun.out" "host$x rxe$x $ch channel ready"
+    y=$([ $x = A ] && echo B || echo A)
+    ip=RXEVM_IP_$x peer_ip=RXEVM_IP_$y
+    f=$(map_file "$WORK/map" "host$x")
+    if [ -z "$f" ]; then
+        dp_fail "host$x wrote no connectivity map"
+    else
+        cat "$f"
+        if grep -Eq "^device=rxe$x,interface=veth$x,ip=${!ip//./\\.}/24," "$f"; then
+            pass "host$x opened rxe$x on veth$x ${!ip}/24"
+        else
+            dp_fail "host$x's map has no line device=rxe$x,interface=veth$x,ip=${!ip}/24"
+        fi
+        if grep -Eq "^peer=[01],hostname=host$y,device=rxe$x@peer_ip=${!peer_ip//./\\.}/24@" "$f"; then
+            pass "host$x rxe$x reaches host$y at ${!peer_ip} (host$y published its modex)"
+        else
+            dp_fail "host$x's map has no endpoint from rxe$x to host$y at ${!peer_ip}/24"
+        fi
+    fi
+    for c in num_fast_sends num_frag_recvs num_chunk_sends num_chunk_recvs; do
+        v=$(final_stat "$OUT" "host$x" "rxe$x" "$c")
+        if [ "${v:-0}" -gt 0 ]; then pass "host$x rxe$x: $c=$v"
+        else dp_fail "host$x rxe$x: $c=${v:-none}, expected > 0"; fi
     done
-    assert_grep "${P}host$x: modex published for [1-9][0-9]* module\(s\)$" \
-        "$WORK/mpirun.out" "host$x published its modex"
 done
-assert_grep '^hello: rank 0 of 2 on hostA$' "$WORK/mpirun.out" "rank 0 ran on hostA"
-assert_grep '^hello: rank 1 of 2 on hostB$' "$WORK/mpirun.out" "rank 1 ran on hostB"
-[ "$rc" = 0 ] || fail "mpirun exit code $rc"
-pass "mpirun exit code 0"
+dp_done

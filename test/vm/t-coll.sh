@@ -6,31 +6,32 @@
 # MPI_MAX of doubles), MPI_Allgather, MPI_Alltoall (blocks up to 50 KB) and MPI_Alltoallv
 # (uneven and empty blocks, gaps that must stay untouched).
 #   1) 1 rank per host, btl usnic,self
-#   2) 3 ranks per host, btl usnic,self,vader, with btl_base_verbose: every process uses usnic
-#      for each of the 3 processes on the other host and vader for the 2 on its own host
+#   2) 3 ranks per host, btl usnic,self,vader: every process has a usnic endpoint to each of
+#      the 3 processes on the other host and none to the 2 on its own host, which are left to
+#      vader (the connectivity maps)
 # Each run: all results right, and on both hosts the usnic counters reach the datagrams needed
 # for the data that had to cross the hosts.
+set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 
 mpi_build coll
 dp_run 1 "$WORK/coll-1.out" "$WORK/coll"
 dp_check coll 1 "$WORK/coll-1.out"
-dp_run 3 "$WORK/coll-3.out" --mca btl_base_verbose 100 "$WORK/coll"
+dp_run 3 "$WORK/coll-3.out" --mca btl_usnic_connectivity_map "$WORK/map" "$WORK/coll"
 dp_check coll 3 "$WORK/coll-3.out"
-# "mca: bml: Using BTL btl for send to [[JOB,1],RANK] on node HOST", from each process
-P='^(\[[^]]*\] )?mca: bml: Using'
+# each map has a line "peer=VPID,hostname=HOST,device=rxeX@peer_ip=..." per peer usnic reaches
 for x in A B; do
     y=$([ $x = A ] && echo B || echo A)
-    u=$(grep -Ec "^\[host$x:[0-9]+\] mca: bml: Using usnic btl for send to .* on node host$y$" "$WORK/coll-3.out")
-    v=$(grep -Ec "^\[host$x:[0-9]+\] mca: bml: Using vader btl for send to .* on node host$x$" "$WORK/coll-3.out")
-    w=$(grep -Ec "^\[host$x:[0-9]+\] mca: bml: Using usnic btl for send to .* on node host$x$" "$WORK/coll-3.out")
-    if [ "$u" = 9 ] && [ "$v" = 6 ] && [ "$w" = 0 ]; then
-        pass "host$x: its 3 processes chose usnic for the 9 peers on host$y, vader for the 6 on host$x"
+    maps=("$WORK/map-host$x".pid*.job*.mcwrank*.txt)
+    u=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$y,device=rxe$x@")
+    w=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$x,")
+    if [ "${#maps[@]}" = 3 ] && [ -e "${maps[0]}" ] && [ "$u" = 9 ] && [ "$w" = 0 ]; then
+        pass "host$x: its 3 processes have usnic endpoints to the 9 peers on host$y, none on host$x"
     else
-        grep -E "$P" "$WORK/coll-3.out" | head -n 40
-        dp_fail "host$x: bml chose usnic $u times for host$y peers (expected 9), vader $v times" \
-            "for host$x peers (expected 6), usnic $w times for host$x peers (expected 0)"
+        cat "${maps[@]}" 2>/dev/null
+        dp_fail "host$x: ${#maps[@]} maps with $u usnic endpoints to host$y peers (expected 9)" \
+            "and $w to host$x peers (expected 0)"
     fi
 done
 dp_done

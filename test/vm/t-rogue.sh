@@ -9,8 +9,9 @@
 # attacker with the job's user id can do (ptrace rights over the user's own processes; the
 # tests run as root). On hostB it reads rank 1, which keeps rank 0's record; on hostA rank 0
 # itself. (Reading the PMIx modex would need a PMIx client of the job; memory is simpler and
-# no weaker.) Sender ids come from the job's output (btl_base_verbose 10; a sender id is just
-# a process name), sequence numbers from the wire (AF_PACKET on the host's veth).
+# no weaker.) Sender ids and pids come from the job's output (btl_base_verbose 10: the
+# "fact id" line, a test contract, see README; a sender id is just a process name), sequence
+# numbers from the wire (AF_PACKET on the host's veth).
 #   1) baseline     the job alone: the drop counters of a clean run are 0 (oow_low aside),
 #                   num_forged_recvs too (every real datagram passes the source check)
 #   2) wrongqkey    datagrams of every kind below with wrong Q_Keys: the device drops them
@@ -28,6 +29,7 @@
 # Every job must verify all its data (every byte), keep running during and after the attack
 # and exit 0 with the canary intact; no forged datagram may reach the window, ACK or
 # reassembly counters.
+set -u
 . "$(dirname "$0")/lib.sh"
 
 # Datagrams per attack mode; the drop counters must account for at least MIN_PCT percent of
@@ -47,7 +49,7 @@ gcc -O2 -Wall -Wextra -I"$REPO" -o "$ROGUE" "$REPO/test/rogue/usnic_rogue.c" -li
 # $WORK/NAME.out; waits until its first messages are verified and parses what the rogue
 # sender needs: A_ID A_PID (rank 0), B1_ID B1_PID (rank 1), CANARY CANARY_LEN
 job_start() {
-    local name=$1 i
+    local name=$1
     OUT=$WORK/$name.out STOP=$WORK/stop-$name
     rm -f "$STOP"
     echo "== $name: starting the job"
@@ -62,7 +64,7 @@ job_start() {
         --mca btl_base_verbose 10 "$WORK/steady" -t 240 -f "$STOP" > "$OUT" 2>&1 &
     JOB=$!
     T0=$SECONDS
-    for i in $(seq 180); do
+    for _ in $(seq 180); do
         grep -q '^steady: running$' "$OUT" && break
         kill -0 $JOB 2>/dev/null || break
         sleep 0.5
@@ -77,18 +79,19 @@ job_dump() { echo "--- $OUT:"; cat "$OUT"; echo "--- end of $OUT"; }
 
 job_parse() {
     local host pid id
-    A_ID= B1_ID= A_PID= B1_PID=
-    # "[hostA:00123] btl:usnic: hostA: sender id 0x0000abcd00000000" (sender id = jobid << 32 | vpid)
-    sed -nE 's/^\[(host[AB]):([0-9]+)\] btl:usnic: host[AB]: sender id (0x[0-9a-f]+)(,.*)?$/\1 \2 \3/p' \
+    A_ID='' B1_ID='' A_PID='' B1_PID=''
+    # "btl:usnic: fact id host=hostA pid=123 sender_id=0x0000abcd00000000" (sender id =
+    # jobid << 32 | vpid); opal_output may put "[host:pid] " before it, more fields may follow
+    sed -nE 's/^(\[[^]]*\] )?btl:usnic: fact id host=(host[AB]) pid=([0-9]+) sender_id=(0x[0-9a-f]+)( .*)?$/\2 \3 \4/p' \
         "$OUT" > "$WORK/ids"
     while read -r host pid id; do
         case "$host:$((id & 0xffffffff))" in
-            hostA:0) A_ID=$id A_PID=$((10#$pid)) ;;
-            hostB:1) B1_ID=$id B1_PID=$((10#$pid)) ;;
+            hostA:0) A_ID=$id A_PID=$pid ;;
+            hostB:1) B1_ID=$id B1_PID=$pid ;;
         esac
     done < "$WORK/ids"
-    [ -n "$A_ID" ] && [ -n "$B1_ID" ] ||
-        { job_dump; fail "no sender id lines for rank 0 on hostA and rank 1 on hostB"; }
+    { [ -n "$A_ID" ] && [ -n "$B1_ID" ]; } ||
+        { job_dump; fail "no 'fact id' lines for rank 0 on hostA and rank 1 on hostB"; }
     read -r CANARY CANARY_LEN <<< "$(sed -nE 's/^steady: canary (0x[0-9a-f]+) ([0-9]+)$/\1 \2/p' "$OUT")"
     [ -n "$CANARY" ] || { job_dump; fail "no canary address"; }
     echo "target: rank 0 (hostA pid $A_PID) sender id $A_ID, canary $CANARY ($CANARY_LEN bytes);" \
@@ -125,9 +128,9 @@ iterations() { sed -nE 's/^steady: t=[0-9]+ iterations=([0-9]+)$/\1/p' "$OUT" | 
 
 # wait_progress NAME: the job still verifies messages (a newer iterations report, within 40 s)
 wait_progress() {
-    local before after i
+    local before after
     before=$(iterations)
-    for i in $(seq 80); do
+    for _ in $(seq 80); do
         after=$(iterations)
         [ -n "$after" ] && [ "${after}" -gt "${before:-0}" ] && break
         kill -0 $JOB 2>/dev/null || break
@@ -155,8 +158,8 @@ job_stop() {
     else
         pass "$name: job exit code 0, $(sed -nE 's/^steady: OK //p' "$OUT")"
     fi
-    grep -q '^steady: canary intact$' "$OUT" && pass "$name: canary intact" ||
-        bad "$name: the canary was not confirmed intact"
+    if grep -q '^steady: canary intact$' "$OUT"; then pass "$name: canary intact"
+    else bad "$name: the canary was not confirmed intact"; fi
 }
 
 # hstat NAME: counter NAME of hostA's final statistics ("" if none)
@@ -169,7 +172,8 @@ zero() {
     shift
     for c; do
         v=$(hstat "$c")
-        [ "$v" = 0 ] && pass "$what: hostA $c=0" || bad "$what: hostA $c=${v:-none}, expected 0"
+        if [ "$v" = 0 ]; then pass "$what: hostA $c=0"
+        else bad "$what: hostA $c=${v:-none}, expected 0"; fi
     done
 }
 
@@ -194,14 +198,14 @@ grew() {
 
 # the counters no rogue datagram may reach any more (a forged one would be counted there
 # if it got past the source check); num_oow_low_recvs also counts late retransmissions
-UNREACHED="num_oow_high_recvs num_badfrag_recvs num_bogus_acks"
+UNREACHED=(num_oow_high_recvs num_badfrag_recvs num_bogus_acks)
 
 echo "== 1) baseline: the job alone"
 job_start baseline
 sleep 10
 wait_progress baseline
 job_stop baseline
-zero baseline num_bad_recvs num_unk_recvs num_forged_recvs $UNREACHED
+zero baseline num_bad_recvs num_unk_recvs num_forged_recvs "${UNREACHED[@]}"
 
 echo "== 2) wrong Q_Keys"
 job_start wrongqkey
@@ -219,9 +223,9 @@ elif [ "$V1" -lt 65535 ] && [ $((V1 - V0)) -lt "$WRONG" ]; then
 else
     pass "wrongqkey: rxeA dropped all $WRONG datagrams for their Q_Key ($V0 -> $V1 violations)"
 fi
-zero wrongqkey num_bad_recvs num_unk_recvs num_forged_recvs $UNREACHED num_recv_errors
-grep -q 'dropped many malformed' "$OUT" && bad "wrongqkey: usnic warned about bad packets" ||
-    pass "wrongqkey: no bad-packet warning"
+zero wrongqkey num_bad_recvs num_unk_recvs num_forged_recvs "${UNREACHED[@]}" num_recv_errors
+if grep -q 'dropped many malformed' "$OUT"; then bad "wrongqkey: usnic warned about bad packets"
+else pass "wrongqkey: no bad-packet warning"; fi
 
 echo "== 3) attacks from hostB with the right Q_Key"
 job_start attack
@@ -236,7 +240,7 @@ echo "tool: bad $E_BAD, unk $E_UNK, forged $E_FORGED, oversized $X_OVERSIZE"
 grew attack "bad+unk" $((E_BAD + E_UNK)) num_bad_recvs num_unk_recvs
 grew attack "unk" "$E_UNK" num_unk_recvs
 grew attack "forged" "$E_FORGED" num_forged_recvs
-zero attack $UNREACHED
+zero attack "${UNREACHED[@]}"
 # datagrams larger than the priority channel's receive buffers: rxe drops them before any
 # completion (or completes them with an error: num_recv_errors); the job carries on
 echo "info: $X_OVERSIZE oversized datagrams to the priority QP: num_recv_errors=$(hstat num_recv_errors)"
@@ -255,7 +259,7 @@ E_FORGED=$(rogue_total forged)
 wait_progress samehost
 job_stop samehost
 grew samehost "forged" "$E_FORGED" num_forged_recvs
-zero samehost num_bad_recvs num_unk_recvs $UNREACHED
+zero samehost num_bad_recvs num_unk_recvs "${UNREACHED[@]}"
 
 [ "$FAILED" = 0 ] || fail "see the FAIL lines above"
 pass "all checks passed"
