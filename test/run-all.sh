@@ -1,7 +1,7 @@
 #!/bin/bash
 # test/run-all.sh: the project's whole test run (what CI runs, from a fresh clone):
 #   deps      tools/deps.sh (packages + VM cache)
-#   shellcheck tools/shellcheck.sh         (every script of the project, no findings allowed)
+#   lint      tools/shellcheck.sh        (shellcheck over every script of the project: no findings)
 #   build     make -C standalone
 #   install   make -C standalone install (into Open MPI's component dir, for the VM tests)
 #   unit      make -C standalone check     (prints "unit: N passed, N failed")
@@ -36,18 +36,18 @@ step() {
     fi
     res=PASS; [ "$rc" = 0 ] && [ "$f" = 0 ] || res=FAIL
     npass=$((npass + p)) nfail=$((nfail + f))
-    table+=("$(printf '%-10s %s %5ss  (%s passed, %s failed)' "$name" "$res" $((SECONDS - t0)) "$p" "$f")")
+    table+=("$(printf '%-8s %s %5ss  (%s passed, %s failed)' "$name" "$res" $((SECONDS - t0)) "$p" "$f")")
     echo "--- $name: $res ($((SECONDS - t0))s, exit code $rc)"
 }
 
 step deps tools/deps.sh
-step shellcheck tools/shellcheck.sh
+step lint tools/shellcheck.sh
 step build make -C standalone
 step install make -C standalone install
 step unit make -C standalone check
 step engine bench/engine.sh --check --out bench/results/engine-check
 if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
-    table+=("$(printf '%-10s SKIP (USNIC_SKIP_INTREE=1)' intree)")
+    table+=("$(printf '%-8s SKIP (USNIC_SKIP_INTREE=1)' intree)")
 else
     step intree tools/intree-check.sh
 fi
