@@ -8,7 +8,9 @@
  * sequence-number arithmetic and logging helpers.
  *
  * Where things live:
- *   Open MPI glue      btl_usnic_component.c, btl_usnic_mca.c, btl_usnic_module.c,
+ *   Open MPI glue      btl_usnic_component.c, btl_usnic_mca.c, btl_usnic_btl.c (BTL
+ *                      operations), btl_usnic_progress.c (progress, completion
+ *                      dispatch), btl_usnic_module.c (module set-up, tear-down),
  *                      btl_usnic_proc.c
  *   reliability engine btl_usnic_window.[ch] (pure), btl_usnic_send.c,
  *                      btl_usnic_recv.c, btl_usnic_ack.c

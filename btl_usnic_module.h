@@ -237,7 +237,13 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module);
  * Idempotent. */
 void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module);
 
-/* Progress one module: poll both channels, then run the send engine. */
+/* Forget an endpoint (del_procs, teardown); it lives on as a zombie while
+ * the device still owns segments that point at it (btl_usnic_btl.c). */
+void opal_btl_usnic_module_release_endpoint(opal_btl_usnic_module_t *module,
+                                            struct mca_btl_base_endpoint_t *ep);
+
+/* Progress one module: poll both channels, then run the send engine
+ * (btl_usnic_progress.c). */
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 
 /* Rate the module by its NUMA distance from this process (btl_usnic_hwloc.c). */

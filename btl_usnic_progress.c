@@ -1,0 +1,197 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Per-module progress: poll both channels, dispatch each completion
+ * (receive, send done, ACK done, error), return receive buffers, run the
+ * retransmit timers and the send engine, and judge silent peers.
+ */
+
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_connectivity.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_recv.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_util.h"
+#include "btl_usnic_verbs.h"
+
+static void handle_completion(opal_btl_usnic_module_t *module, int channel, struct ibv_wc *wc)
+{
+    opal_btl_usnic_seg_base_t *base = (opal_btl_usnic_seg_base_t *)(uintptr_t) wc->wr_id;
+
+    /* A send that asked for no completion gets one only when it failed. */
+    if (OPAL_UNLIKELY(NULL == base)) {
+        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+            goto dead_qp;
+        }
+        ++module->stats.num_send_errors;
+        return;
+    }
+    if (USNIC_SEG_RECV == base->type) {
+        opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
+                                                             base);
+        if (OPAL_LIKELY(IBV_WC_SUCCESS == wc->status)) {
+            opal_btl_usnic_recv(module, rseg, wc);
+            return;
+        }
+        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+            goto dead_qp;
+        }
+        ++module->stats.num_recv_errors;
+        rseg->wr.next = NULL;
+        *module->channels[channel].repost_tail = &rseg->wr;
+        module->channels[channel].repost_tail = &rseg->wr.next;
+        ++module->channels[channel].repost_count;
+        return;
+    }
+
+    if (OPAL_UNLIKELY(IBV_WC_SUCCESS != wc->status)) {
+        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+            goto dead_qp;
+        }
+        /* A lost send is recovered by the retransmit timer. */
+        ++module->stats.num_send_errors;
+    }
+    {
+        opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
+                                                            base);
+        if (USNIC_SEG_ACK == base->type) {
+            module->channels[channel].sd_wqe += seg->wqes;
+            --seg->posted;
+            opal_free_list_return(&module->ack_segs,
+                                  &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
+        } else {
+            opal_btl_usnic_send_complete(module, seg, channel);
+        }
+    }
+    return;
+
+dead_qp:
+    opal_btl_usnic_verbs_async_drain(module->context);
+    opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
+                   opal_process_info.nodename, module->dev_name,
+                   0 == channel ? "priority" : "data", ibv_wc_status_str(wc->status),
+                   (int) wc->status);
+    opal_btl_usnic_module_fatal(module, NULL);
+}
+
+/* Peers that leave data unacknowledged past the budget, without proving
+ * alive otherwise, are declared dead (usnic_peer_judge). */
+static void check_dead_peers(opal_btl_usnic_module_t *module)
+{
+    double timeout = usnic_component.peer_timeout;
+    double now = opal_btl_usnic_now_us() / 1e6;
+    /* Not checked for long: this process was away from progress (and sent
+     * no retransmits); the stall it sat out is not the peer's fault. */
+    bool away = now - module->last_dead_check >= timeout / USNIC_PEER_WATCH_FRACTION;
+    opal_list_item_t *li;
+
+    module->last_dead_check = now;
+    /* Only endpoints with unacknowledged data can stall: those whose
+     * retransmit timer runs (idle peers cost nothing here). */
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
+        double seen, busy;
+        char ip[32];
+
+        if (ep->failed) {
+            continue;
+        }
+        busy = opal_btl_usnic_liveness_busy(ep);
+        seen = busy > ep->last_ack_time ? busy : ep->last_ack_time;
+        switch (usnic_peer_judge(&ep->watch, now, seen, timeout, away)) {
+        case USNIC_PEER_OK:
+            continue;
+        case USNIC_PEER_PING:
+            opal_btl_usnic_liveness_ping(ep);
+            continue;
+        case USNIC_PEER_DEAD:
+            break;
+        }
+        ep->failed = true;
+        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
+        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
+                       opal_process_info.nodename, module->dev_name, module->if_name,
+                       opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                       usnic_component.peer_timeout,
+                       (int) usnic_tx_window_inflight(&ep->tx),
+                       opal_btl_usnic_liveness_summary(ep, now, timeout));
+        snprintf(module->fatal_cause, sizeof(module->fatal_cause), "peer %s unreachable", ip);
+        opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);
+    }
+}
+
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+{
+    struct ibv_wc wc[32];
+    int count = 0;
+
+    if (OPAL_UNLIKELY(module->dead)) {
+        return 0;
+    }
+    if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
+        opal_btl_usnic_connectivity_report();
+    }
+    /* Priority first: ACKs free window space for the data that follows. */
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        int n = ibv_poll_cq(module->channels[c].cq, (int)(sizeof(wc) / sizeof(wc[0])), wc);
+        if (OPAL_UNLIKELY(n < 0)) {
+            opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                           opal_process_info.nodename, module->dev_name, "ibv_poll_cq",
+                           strerror(-n));
+            opal_btl_usnic_module_fatal(module, NULL);
+            return count;
+        }
+        for (int i = 0; i < n; ++i) {
+            handle_completion(module, c, &wc[i]);
+        }
+        count += n;
+    }
+
+    while (!opal_list_is_empty(&module->fastpath_done)) {
+        opal_btl_usnic_send_frag_t *frag =
+            usnic_container_of(opal_list_remove_first(&module->fastpath_done),
+                               opal_btl_usnic_send_frag_t, queue_li);
+        /* Still "queued" during the PML callback, so that a PML freeing the
+         * descriptor there does not return it: that happens once, here. */
+        opal_btl_usnic_frag_local_done(module, frag);
+        frag->queued = false;
+        opal_btl_usnic_frag_return_if_done(module, frag);
+        ++count;
+    }
+
+    /* Buffers go back to the device before the ACKs that let peers refill them. */
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_repost(module, c))) {
+            opal_btl_usnic_module_fatal(module, NULL);
+        }
+    }
+
+    if (!opal_list_is_empty(&module->endpoints_with_timers)) {
+        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
+    }
+    if (!opal_list_is_empty(&module->pending_resend_segs) ||
+        !opal_list_is_empty(&module->endpoints_with_sends) ||
+        !opal_list_is_empty(&module->endpoints_that_need_acks)) {
+        opal_btl_usnic_progress_sends(module);
+    }
+
+    if (usnic_component.peer_timeout > 0 && 0 == (usnic_component.progress_ticks & 255)) {
+        check_dead_peers(module);
+    }
+    return count;
+}
