@@ -13,7 +13,8 @@
  *                      dispatch), btl_usnic_module.c (module set-up, tear-down),
  *                      btl_usnic_proc.c
  *   reliability engine btl_usnic_window.[ch] (pure), btl_usnic_send.c,
- *                      btl_usnic_recv.c, btl_usnic_ack.c
+ *                      btl_usnic_recv.c, btl_usnic_ack.c, btl_usnic_retrans.c
+ *                      (retransmit and liveness policy)
  *   verbs glue         btl_usnic_verbs.[ch]
  */
 

@@ -60,7 +60,7 @@ typedef struct mca_btl_base_endpoint_t {
     opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
     uint32_t tx_mask;                   /* slots in sent_segs, minus 1 */
     bool tx_ready;
-    /* The retransmit timer (btl_usnic_ack.c): armed while segments are
+    /* The retransmit timer (btl_usnic_retrans.c): armed while segments are
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
     bool in_recovery;                   /* since a timeout, until recover_seq is ACKed */

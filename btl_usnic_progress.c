@@ -22,6 +22,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_recv.h"
+#include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 #include "btl_usnic_verbs.h"
@@ -86,54 +87,6 @@ dead_qp:
     opal_btl_usnic_module_fatal(module, NULL);
 }
 
-/* Peers that leave data unacknowledged past the budget, without proving
- * alive otherwise, are declared dead (usnic_peer_judge). */
-static void check_dead_peers(opal_btl_usnic_module_t *module)
-{
-    double timeout = usnic_component.peer_timeout;
-    double now = opal_btl_usnic_now_us() / 1e6;
-    /* Not checked for long: this process was away from progress (and sent
-     * no retransmits); the stall it sat out is not the peer's fault. */
-    bool away = now - module->last_dead_check >= timeout / USNIC_PEER_WATCH_FRACTION;
-    opal_list_item_t *li;
-
-    module->last_dead_check = now;
-    /* Only endpoints with unacknowledged data can stall: those whose
-     * retransmit timer runs (idle peers cost nothing here). */
-    for (li = opal_list_get_first(&module->endpoints_with_timers);
-         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
-        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
-                                                           timer_li);
-        double seen, busy;
-        char ip[32];
-
-        if (ep->failed) {
-            continue;
-        }
-        busy = opal_btl_usnic_liveness_busy(ep);
-        seen = busy > ep->last_ack_time ? busy : ep->last_ack_time;
-        switch (usnic_peer_judge(&ep->watch, now, seen, timeout, away)) {
-        case USNIC_PEER_OK:
-            continue;
-        case USNIC_PEER_PING:
-            opal_btl_usnic_liveness_ping(ep);
-            continue;
-        case USNIC_PEER_DEAD:
-            break;
-        }
-        ep->failed = true;
-        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
-        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
-                       opal_process_info.nodename, module->dev_name, module->if_name,
-                       opal_get_proc_hostname(ep->proc->proc_opal), ip,
-                       usnic_component.peer_timeout,
-                       (int) usnic_tx_window_inflight(&ep->tx),
-                       opal_btl_usnic_liveness_summary(ep, now, timeout));
-        snprintf(module->fatal_cause, sizeof(module->fatal_cause), "peer %s unreachable", ip);
-        opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);
-    }
-}
-
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 {
     struct ibv_wc wc[32];
@@ -190,8 +143,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         opal_btl_usnic_progress_sends(module);
     }
 
-    if (usnic_component.peer_timeout > 0 && 0 == (usnic_component.progress_ticks & 255)) {
-        check_dead_peers(module);
+    if (usnic_component.peer_timeout > 0 &&
+        0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1))) {
+        opal_btl_usnic_check_dead_peers(module);
     }
     return count;
 }

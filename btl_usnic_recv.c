@@ -19,6 +19,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_recv.h"
+#include "btl_usnic_retrans.h"
 
 void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why)
 {
@@ -64,17 +65,13 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
 {
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
-    uint32_t mcp = module->max_chunk_payload;
-    uint32_t index = ch->frag_offset / mcp;
-    uint32_t full = ch->frag_size - ch->frag_offset;
+    uint16_t first_seq;
 
-    /* Chunks tile the fragment: chunk k sits at k * max_chunk_payload, is
-     * full unless last, and has sequence number first_seq + k.  Anything
-     * else (overlaps, holes) is dropped as bad. */
-    if (0 != ch->frag_offset % mcp || len != (full < mcp ? full : mcp)) {
+    if (!usnic_chunk_tiles(ch, module->max_chunk_payload)) {
         ++module->stats.num_badfrag_recvs;
         return false;
     }
+    first_seq = usnic_chunk_first_seq(ch, module->max_chunk_payload);
 
     if (NULL == ep->rx_frags) {
         ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
@@ -105,10 +102,10 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         slot->put_addr = ch->hdr.put_addr;
         slot->tag = ch->hdr.tag;
         slot->discard = false;
-        slot->first_seq = (uint16_t)(ch->hdr.pkt_seq - index);
+        slot->first_seq = first_seq;
         break;
     case USNIC_CHUNK_FITS:
-        if ((uint16_t)(ch->hdr.pkt_seq - index) != slot->first_seq) {
+        if (first_seq != slot->first_seq) {
             ++module->stats.num_badfrag_recvs;
             return false;
         }

@@ -24,6 +24,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_retrans.h"
 #include "btl_usnic_verbs.h"
 
 #include "engine_world.h"
