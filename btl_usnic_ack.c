@@ -14,7 +14,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_send.h"
-#include "btl_usnic_verbs.h"
+#include "btl_usnic_channel.h"
 
 static void ack_done(opal_btl_usnic_endpoint_t *ep)
 {
@@ -70,7 +70,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         item->seg.len = sizeof(*hdr);
-        if (OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, &item->seg,
+        if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
             opal_free_list_return(&module->ack_segs, &item->super);
             opal_btl_usnic_module_fatal(module, NULL);

@@ -28,7 +28,6 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_stats.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
 
 static inline int module_index(const opal_btl_usnic_module_t *m)
 {
@@ -57,7 +56,8 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
             if (NULL == ep || NULL != ep->ah) {
                 continue;
             }
-            err = opal_btl_usnic_verbs_create_ah(module, ep);
+            err = module->ops->ah_create(module->pd, module->port_num, module->gid_index,
+                                         ep->remote.gid, &ep->ah);
             if (0 == err) {
                 --pending;
                 last_progress = opal_btl_usnic_now_us() / 1e6;
@@ -105,6 +105,71 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
     return OPAL_SUCCESS;
 }
 
+/* A new endpoint of this module toward proc, or NULL: proc is on this
+ * node, not reachable through this module, already has one (*existing),
+ * or something failed (*rc). */
+static opal_btl_usnic_endpoint_t *new_endpoint(opal_btl_usnic_module_t *module, int mi,
+                                               opal_proc_t *proc,
+                                               opal_btl_usnic_endpoint_t **existing, int *rc)
+{
+    opal_btl_usnic_proc_t *up;
+    opal_btl_usnic_endpoint_t *ep;
+    int idx;
+
+    /* Same-node peers belong to a shared-memory BTL. */
+    if (proc == opal_proc_local_get() || OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
+        return NULL;
+    }
+    *rc = opal_btl_usnic_proc_get(proc, &up);
+    if (OPAL_ERR_UNREACH == *rc) {
+        *rc = OPAL_SUCCESS;
+        return NULL;
+    }
+    if (OPAL_SUCCESS != *rc || NULL != (*existing = up->endpoints[mi])) {
+        return NULL;
+    }
+    idx = opal_btl_usnic_proc_match(up, mi);
+    if (idx < 0) {
+        usnic_verbose(5, "%s: %s: no device of %s pairs with this one",
+                      opal_process_info.nodename, module->dev_name,
+                      opal_get_proc_hostname(proc));
+        return NULL;
+    }
+    if (up->modex[idx].mtu != module->local_addr.mtu) {
+        opal_show_help("help-mpi-btl-usnic.txt", "MTU mismatch", true,
+                       opal_process_info.nodename, module->dev_name, module->if_name,
+                       (int) module->local_addr.mtu, opal_get_proc_hostname(proc),
+                       (int) up->modex[idx].mtu);
+        return NULL;
+    }
+    ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    if (NULL == ep) {
+        *rc = OPAL_ERR_OUT_OF_RESOURCE;
+        return NULL;
+    }
+    ep->proc = up;
+    ep->remote_index = idx;
+    *rc = opal_btl_usnic_endpoint_setup(ep, module, &up->modex[idx]);
+    if (OPAL_SUCCESS != *rc) {
+        OBJ_RELEASE(ep);
+        return NULL;
+    }
+    return ep;
+}
+
+/* A new endpoint with its address handle becomes the module's. */
+static void adopt_endpoint(opal_btl_usnic_module_t *module, int mi, opal_btl_usnic_endpoint_t *ep)
+{
+    ep->proc->endpoints[mi] = ep;
+    opal_hash_table_set_value_uint64(&module->senders, ep->proc->hashed_name, ep);
+    opal_list_append(&module->all_endpoints, &ep->all_li);
+    usnic_verbose(5, "%s: %s: endpoint to %s (%s record %d, data QP %u)",
+                  opal_process_info.nodename, module->dev_name,
+                  opal_get_proc_hostname(ep->proc->proc_opal),
+                  opal_get_proc_hostname(ep->proc->proc_opal), ep->remote_index,
+                  ep->remote.qp_num[USNIC_DATA_CHANNEL]);
+}
+
 static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                            mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable)
 {
@@ -112,99 +177,46 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
     int mi = module_index(module);
     opal_btl_usnic_endpoint_t **fresh = calloc(nprocs ? nprocs : 1, sizeof(*fresh));
     double t0 = opal_btl_usnic_now_us();
+    opal_list_item_t *li;
     int rc = OPAL_SUCCESS;
 
     if (NULL == fresh) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    for (size_t i = 0; i < nprocs; ++i) {
-        opal_proc_t *proc = procs[i];
-        opal_btl_usnic_proc_t *up;
-        opal_btl_usnic_endpoint_t *ep;
-        int idx;
+    for (size_t i = 0; i < nprocs && OPAL_SUCCESS == rc; ++i) {
+        opal_btl_usnic_endpoint_t *existing = NULL;
 
-        /* Same-node peers belong to a shared-memory BTL. */
-        if (proc == opal_proc_local_get() || OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
-            continue;
-        }
-        rc = opal_btl_usnic_proc_get(proc, &up);
-        if (OPAL_ERR_UNREACH == rc) {
-            rc = OPAL_SUCCESS;
-            continue;
-        }
-        if (OPAL_SUCCESS != rc) {
-            break;
-        }
-        if (NULL != up->endpoints[mi]) {
-            endpoints[i] = up->endpoints[mi];
+        fresh[i] = new_endpoint(module, mi, procs[i], &existing, &rc);
+        if (NULL != existing) {
+            endpoints[i] = existing;
             if (NULL != reachable) {
                 opal_bitmap_set_bit(reachable, (int) i);
             }
-            continue;
         }
-        idx = opal_btl_usnic_proc_match(up, mi);
-        if (idx < 0) {
-            usnic_verbose(5, "%s: %s: no device of %s pairs with this one",
-                          opal_process_info.nodename, module->dev_name,
-                          opal_get_proc_hostname(proc));
-            continue;
-        }
-        if (up->modex[idx].mtu != module->local_addr.mtu) {
-            opal_show_help("help-mpi-btl-usnic.txt", "MTU mismatch", true,
-                           opal_process_info.nodename, module->dev_name, module->if_name,
-                           (int) module->local_addr.mtu, opal_get_proc_hostname(proc),
-                           (int) up->modex[idx].mtu);
-            continue;
-        }
-        ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
-        if (NULL == ep) {
-            rc = OPAL_ERR_OUT_OF_RESOURCE;
-            break;
-        }
-        ep->proc = up;
-        ep->remote_index = idx;
-        rc = opal_btl_usnic_endpoint_setup(ep, module, &up->modex[idx]);
-        if (OPAL_SUCCESS != rc) {
-            OBJ_RELEASE(ep);
-            break;
-        }
-        fresh[i] = ep;
     }
-
     if (OPAL_SUCCESS == rc) {
         rc = create_ahs(module, fresh, (int) nprocs);
     }
     for (size_t i = 0; i < nprocs; ++i) {
-        opal_btl_usnic_endpoint_t *ep = fresh[i];
-        if (NULL == ep) {
+        if (NULL == fresh[i]) {
             continue;
         }
         if (OPAL_SUCCESS != rc) {
-            OBJ_RELEASE(ep);
+            OBJ_RELEASE(fresh[i]);
             continue;
         }
-        ep->proc->endpoints[mi] = ep;
-        opal_hash_table_set_value_uint64(&module->senders, ep->proc->hashed_name, ep);
-        opal_list_append(&module->all_endpoints, &ep->all_li);
-        endpoints[i] = ep;
+        adopt_endpoint(module, mi, fresh[i]);
+        endpoints[i] = fresh[i];
         if (NULL != reachable) {
             opal_bitmap_set_bit(reachable, (int) i);
         }
-        usnic_verbose(5, "%s: %s: endpoint to %s (%s record %d, data QP %u)",
-                      opal_process_info.nodename, module->dev_name,
-                      opal_get_proc_hostname(ep->proc->proc_opal),
-                      opal_get_proc_hostname(ep->proc->proc_opal), ep->remote_index,
-                      ep->remote.qp_num[USNIC_DATA_CHANNEL]);
     }
     free(fresh);
-    {
-        size_t npeers = opal_list_get_size(&module->all_endpoints);
-        opal_list_item_t *li;
-        for (li = opal_list_get_first(&module->all_endpoints);
-             li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
-            opal_btl_usnic_endpoint_size_window(
-                usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li), npeers);
-        }
+    for (li = opal_list_get_first(&module->all_endpoints);
+         li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_size_window(
+            usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li),
+            opal_list_get_size(&module->all_endpoints));
     }
     /* Rewritten after every call: the last one leaves the complete map. */
     if (OPAL_SUCCESS == rc) {

@@ -33,7 +33,7 @@
 #include "btl_usnic_proc.h"
 #include "btl_usnic_stats.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
+#include "btl_usnic_device.h"
 
 /* Eager limit when several devices share the traffic (unless set by the user). */
 #define USNIC_DFLT_EAGER_LIMIT_NDEVS (25 * 1024)
@@ -85,6 +85,7 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     c->quiesced = false;
+    c->dev_ops = &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
@@ -108,7 +109,7 @@ static int usnic_component_close(void)
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
-        ibv_close_device(c->contexts[i].ctx);
+        c->dev_ops->close(c->contexts[i].dev);
     }
     free(c->contexts);
     free(c->modules);
@@ -160,7 +161,7 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
     static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     uint32_t gid_ipv4;
 
-    memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
+    memcpy(&gid_ipv4, m->gid + 12, sizeof(gid_ipv4));
     for (int i = opal_ifbegin(); i >= 0; i = opal_ifnext(i)) {
         struct sockaddr_storage ss;
         struct sockaddr_in *sin = (struct sockaddr_in *) &ss;
@@ -182,7 +183,7 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
         opal_ifindextomac(i, m->if_mac);
         /* A netdev may have several addresses: publish the GID's, with its
          * prefix, so that peers route and pair by what the device uses. */
-        if (0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
+        if (0 == memcmp(m->gid, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
             if (!ipv4_prefix_of(gid_ipv4, m->if_kindex, &m->if_prefix)) {
                 return false;
             }
@@ -193,24 +194,24 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
     return false;
 }
 
-static void remember_context(struct ibv_context *ctx)
+static void remember_context(opal_btl_usnic_dev_t *dev)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
     opal_btl_usnic_context_t *grown;
 
     for (int i = 0; i < c->num_contexts; ++i) {
-        if (c->contexts[i].ctx == ctx) {
+        if (c->contexts[i].dev == dev) {
             return;
         }
     }
     /* Grows only before any async event is armed (events must not move). */
     grown = realloc(c->contexts, (c->num_contexts + 1) * sizeof(*grown));
     if (NULL == grown) {
-        ibv_close_device(ctx);
+        c->dev_ops->close(dev);
         return;
     }
     c->contexts = grown;
-    c->contexts[c->num_contexts].ctx = ctx;
+    c->contexts[c->num_contexts].dev = dev;
     c->contexts[c->num_contexts].async_armed = false;
     ++c->num_contexts;
 }
@@ -299,11 +300,11 @@ static bool module_from_port(opal_btl_usnic_component_t *c, opal_btl_usnic_modul
     char ip[32];
 
     *m = opal_btl_usnic_module_template;
-    m->context = port->context;
+    m->dev = port->dev;
     snprintf(m->dev_name, sizeof(m->dev_name), "%s", port->dev_name);
     m->port_num = port->port_num;
     m->gid_index = port->gid_index;
-    m->gid = port->gid;
+    memcpy(m->gid, port->gid, sizeof(m->gid));
     m->grh_ipv4 = port->grh_ipv4;
     m->port_mtu = port->port_mtu;
     m->link_speed_mbps = port->link_speed_mbps;
@@ -342,14 +343,14 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     opal_btl_usnic_port_t *ports = NULL;
     int num_ports = 0;
 
-    opal_btl_usnic_verbs_find_ports(&ports, &num_ports);
+    c->dev_ops->find_ports(&ports, &num_ports);
     c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
     if (NULL == c->modules) {
         free(ports);
         return false;
     }
     for (int p = 0; p < num_ports; ++p) {
-        remember_context(ports[p].context);
+        remember_context(ports[p].dev);
         if (c->max_btls > 0 && c->num_modules >= c->max_btls) {
             usnic_verbose(5, "%s: %s: skipped, btl_usnic_max_btls (%d) reached",
                           opal_process_info.nodename, ports[p].dev_name, c->max_btls);
@@ -395,10 +396,9 @@ static void start_services(opal_btl_usnic_component_t *c)
     /* Watch the devices that carry modules for port and device failures. */
     for (int i = 0; i < c->num_contexts; ++i) {
         for (int m = 0; m < c->num_modules; ++m) {
-            if (c->modules[m].context == c->contexts[i].ctx) {
+            if (c->modules[m].dev == c->contexts[i].dev) {
                 c->contexts[i].async_armed = (OPAL_SUCCESS ==
-                    opal_btl_usnic_verbs_async_start(c->contexts[i].ctx,
-                                                     &c->contexts[i].async_ev));
+                    c->dev_ops->async_start(c->contexts[i].dev, &c->contexts[i].async_ev));
                 break;
             }
         }
@@ -464,6 +464,31 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     return btls;
 }
 
+void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal,
+                                 const char *what, int code)
+{
+    opal_btl_usnic_module_t *m = NULL;
+    const char *dev_name = "?";
+
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        opal_btl_usnic_module_t *cand = &usnic_component.modules[i];
+        if (cand->dev == dev) {
+            dev_name = cand->dev_name;
+            if (NULL == m && (port <= 0 || cand->port_num == port)) {
+                m = cand;
+            }
+        }
+    }
+    if (!fatal || NULL == m || m->dead) {
+        usnic_verbose(5, "%s: %s: async event \"%s\" (port %d) ignored",
+                      opal_process_info.nodename, dev_name, what, port);
+        return;
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
+                   m->dev_name, m->if_name, what, code, port);
+    opal_btl_usnic_module_fatal(m, NULL);
+}
+
 void opal_btl_usnic_component_quiesce(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
@@ -485,7 +510,7 @@ void opal_btl_usnic_component_quiesce(void)
     }
     for (int i = 0; i < c->num_contexts; ++i) {
         if (c->contexts[i].async_armed) {
-            opal_btl_usnic_verbs_async_stop(&c->contexts[i].async_ev);
+            c->dev_ops->async_stop(&c->contexts[i].async_ev);
             c->contexts[i].async_armed = false;
         }
     }

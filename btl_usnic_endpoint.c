@@ -81,7 +81,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     free(ep->sent_segs);
     free(ep->rx_bits);
     if (NULL != ep->ah) {
-        ibv_destroy_ah(ep->ah);
+        ep->module->ops->ah_destroy(ep->ah);
     }
     OBJ_DESTRUCT(&ep->send_queue);
     OBJ_DESTRUCT(&ep->timer_li);

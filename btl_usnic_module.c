@@ -23,18 +23,22 @@
 #include "opal/util/sys_limits.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_channel.h"
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
 
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *peer)
 {
     char info[256];
 
     module->dead = true;
+    if (NULL != usnic_component.fatal_hook) {
+        usnic_component.fatal_hook(module, peer);
+        return;
+    }
     /* The peer usually hits the same failure within a second.  Let both help
      * messages reach mpirun before the abort below tears the job down. */
     sleep(1);
@@ -111,54 +115,94 @@ static int init_free_list(opal_btl_usnic_module_t *module, opal_free_list_t *fl,
                                payload > 0 ? module->rcache : NULL, init, ctx);
 }
 
-int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
+/* rcache callbacks: register / deregister memory with the device. */
+static int reg_mem(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg)
 {
-    struct ibv_device_attr *da = &module->dev_attr;
-    mca_rcache_base_resources_t res;
-    char name[96], ip[32];
-    uint32_t data_mtu = module->port_mtu, prio_mtu;
-    int sd, rd, psd, prd, rc;
+    opal_btl_usnic_module_t *module = reg_data;
+    opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
+    int err = module->ops->reg_mem(module->pd, base, size, &ureg->mr, &ureg->lkey);
 
-    rc = opal_btl_usnic_random(&module->isn, sizeof(module->isn));
+    if (0 != err) {
+        ureg->mr = NULL;
+        /* The component goes on with the buffers it has: say so once. */
+        if (!module->reg_failure_shown) {
+            struct rlimit rl;
+            char limit[32] = "unlimited";
+            if (0 == getrlimit(RLIMIT_MEMLOCK, &rl) && RLIM_INFINITY != rl.rlim_cur) {
+                snprintf(limit, sizeof(limit), "%lu bytes", (unsigned long) rl.rlim_cur);
+            }
+            module->reg_failure_shown = true;
+            opal_show_help("help-mpi-btl-usnic.txt", "registration failed", true,
+                           opal_process_info.nodename, module->dev_name, (unsigned long) size,
+                           (unsigned long) module->reg_bytes, limit, strerror(err));
+        }
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ureg->len = size;
+    module->reg_bytes += size;
+    return OPAL_SUCCESS;
+}
+
+static int dereg_mem(void *reg_data, mca_rcache_base_registration_t *reg)
+{
+    opal_btl_usnic_module_t *module = reg_data;
+    opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
+
+    if (NULL != ureg->mr) {
+        module->reg_bytes -= ureg->len;
+        module->ops->dereg_mem(ureg->mr);
+        ureg->mr = NULL;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* The sequence numbers, the device's limits and the payload sizes they
+ * allow; queue depths into depth[] (data send, data receive, priority
+ * send, priority receive). */
+static int init_limits(opal_btl_usnic_module_t *module, uint32_t *prio_mtu, int depth[4])
+{
+    uint32_t data_mtu = module->port_mtu;
+    int rc = opal_btl_usnic_random(&module->isn, sizeof(module->isn));
+
     if (0 != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
                        opal_process_info.nodename, module->dev_name, "initial sequence numbers",
                        strerror(rc));
         return OPAL_ERROR;
     }
-    if (0 != ibv_query_device(module->context, da)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_query_device",
-                       strerror(errno));
-        return OPAL_ERROR;
+    rc = module->ops->query(module->dev, module->dev_name, &module->limits);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
     }
     /* Payload sizes follow the port's active MTU. */
-    prio_mtu = 768;
+    *prio_mtu = 768;
     if (usnic_component.priority_limit > 0) {
-        prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
+        *prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
     }
-    if (prio_mtu > data_mtu) {
-        prio_mtu = data_mtu;
+    if (*prio_mtu > data_mtu) {
+        *prio_mtu = data_mtu;
     }
     module->max_frag_payload = data_mtu - sizeof(usnic_btl_header_t);
     module->max_chunk_payload = data_mtu - sizeof(usnic_btl_chunk_header_t);
-    module->max_tiny_payload = prio_mtu - sizeof(usnic_btl_header_t);
+    module->max_tiny_payload = *prio_mtu - sizeof(usnic_btl_header_t);
 
-    sd = clamp_depth(usnic_component.sd_num, 1024, da->max_qp_wr);
-    rd = clamp_depth(usnic_component.rd_num, 1024, da->max_qp_wr);
-    psd = clamp_depth(usnic_component.prio_sd_num, 127, da->max_qp_wr);
-    prd = clamp_depth(usnic_component.prio_rd_num, 127, da->max_qp_wr);
+    depth[0] = clamp_depth(usnic_component.sd_num, 1024, module->limits.max_qp_wr);
+    depth[1] = clamp_depth(usnic_component.rd_num, 1024, module->limits.max_qp_wr);
+    depth[2] = clamp_depth(usnic_component.prio_sd_num, 127, module->limits.max_qp_wr);
+    depth[3] = clamp_depth(usnic_component.prio_rd_num, 127, module->limits.max_qp_wr);
+    return OPAL_SUCCESS;
+}
 
-    if (!memlock_allows(module, startup_locked_bytes(data_mtu, prio_mtu, rd, prd))) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
+/* The protection domain and the registration cache over it. */
+static int init_registration(opal_btl_usnic_module_t *module)
+{
+    mca_rcache_base_resources_t res;
+    char name[96];
+
     module->reg_bytes = 0;
     module->reg_failure_shown = false;
-    module->pd = ibv_alloc_pd(module->context);
+    module->pd = module->ops->pd_alloc(module->dev, module->dev_name);
     if (NULL == module->pd) {
-        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_alloc_pd",
-                       strerror(errno));
         return OPAL_ERROR;
     }
     snprintf(name, sizeof(name), "usnic.%s", module->dev_name);
@@ -166,29 +210,38 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     res.cache_name = name;
     res.reg_data = module;
     res.sizeof_reg = sizeof(opal_btl_usnic_reg_t);
-    res.register_mem = opal_btl_usnic_verbs_reg_mem;
-    res.deregister_mem = opal_btl_usnic_verbs_dereg_mem;
+    res.register_mem = reg_mem;
+    res.deregister_mem = dereg_mem;
     module->rcache = mca_rcache_base_module_create(usnic_component.rcache_name, module, &res);
     if (NULL == module->rcache) {
         opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,
                        opal_process_info.nodename, module->dev_name,
                        "registration cache creation", usnic_component.rcache_name);
-        goto fail_pd;
+        module->ops->pd_free(module->pd);
+        module->pd = NULL;
+        return OPAL_ERROR;
     }
+    return OPAL_SUCCESS;
+}
 
-    rc = opal_btl_usnic_verbs_channel_init(module, USNIC_PRIORITY_CHANNEL, psd, prd,
-                                           clamp_depth(usnic_component.cq_num, psd + prd,
-                                                       da->max_cqe),
-                                           prio_mtu);
+static int init_channels(opal_btl_usnic_module_t *module, uint32_t prio_mtu, const int depth[4])
+{
+    int max_cqe = module->limits.max_cqe;
+    int rc;
+
+    rc = opal_btl_usnic_channel_init(module, USNIC_PRIORITY_CHANNEL, depth[2], depth[3],
+                                     clamp_depth(usnic_component.cq_num, depth[2] + depth[3],
+                                                 max_cqe),
+                                     prio_mtu);
     if (OPAL_SUCCESS != rc) {
-        goto fail_chan;
+        return rc;
     }
-    rc = opal_btl_usnic_verbs_channel_init(module, USNIC_DATA_CHANNEL, sd, rd,
-                                           clamp_depth(usnic_component.cq_num, sd + rd,
-                                                       da->max_cqe),
-                                           data_mtu);
+    rc = opal_btl_usnic_channel_init(module, USNIC_DATA_CHANNEL, depth[0], depth[1],
+                                     clamp_depth(usnic_component.cq_num, depth[0] + depth[1],
+                                                 max_cqe),
+                                     module->port_mtu);
     if (OPAL_SUCCESS != rc) {
-        goto fail_chan;
+        return rc;
     }
     opal_btl_usnic_module_tune_channels(module);
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
@@ -197,8 +250,15 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
                       "receive depth %d, MTU %u, inline %u",
                       opal_process_info.nodename, module->dev_name,
                       USNIC_PRIORITY_CHANNEL == c ? "priority" : "data", ch->cq_num,
-                      ch->qp->qp_num, ch->sd_num, ch->rd_num, ch->mtu, ch->max_inline);
+                      ch->qp_num, ch->sd_num, ch->rd_num, ch->mtu, ch->max_inline);
     }
+    return OPAL_SUCCESS;
+}
+
+static int init_free_lists(opal_btl_usnic_module_t *module)
+{
+    uint32_t data_mtu = module->port_mtu;
+    int rc;
 
     rc = init_free_list(module, &module->small_send_frags, sizeof(opal_btl_usnic_send_frag_t),
                         OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, USNIC_SMALL_FRAGS_INIT,
@@ -221,9 +281,16 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
         opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,
                        opal_process_info.nodename, module->dev_name, "free list creation",
                        opal_strerror(rc));
-        goto fail_lists;
+        OBJ_DESTRUCT(&module->ack_segs);
+        OBJ_DESTRUCT(&module->chunk_segs);
+        OBJ_DESTRUCT(&module->large_send_frags);
+        OBJ_DESTRUCT(&module->small_send_frags);
     }
+    return rc;
+}
 
+static void init_lists(opal_btl_usnic_module_t *module)
+{
     OBJ_CONSTRUCT(&module->senders, opal_hash_table_t);
     opal_hash_table_init(&module->senders, 256);
     module->last_sender = NULL;
@@ -234,22 +301,62 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
+}
 
-    memset(&module->local_addr, 0, sizeof(module->local_addr));
-    memcpy(module->local_addr.gid, module->gid.raw, sizeof(module->local_addr.gid));
-    module->local_addr.qp_num[USNIC_PRIORITY_CHANNEL] =
-        module->channels[USNIC_PRIORITY_CHANNEL].qp->qp_num;
-    module->local_addr.qp_num[USNIC_DATA_CHANNEL] = module->channels[USNIC_DATA_CHANNEL].qp->qp_num;
-    module->local_addr.qkey = usnic_component.qkey;
-    module->local_addr.ipv4_addr = module->if_ipv4;
-    module->local_addr.prefix = module->if_prefix;
-    module->local_addr.link_speed_mbps = module->link_speed_mbps;
-    module->local_addr.mtu = (uint16_t) data_mtu;
-    module->local_addr.isn = module->isn;
-    module->local_addr.version = USNIC_MODEX_VERSION;
-    memcpy(module->local_addr.mac, module->if_mac, sizeof(module->if_mac));
-    module->local_addr.if_mtu = (uint32_t) module->if_mtu;
+/* What this module publishes in the modex. */
+static void init_modex_record(opal_btl_usnic_module_t *module)
+{
+    usnic_modex_addr_t *a = &module->local_addr;
+
+    memset(a, 0, sizeof(*a));
+    memcpy(a->gid, module->gid, sizeof(a->gid));
+    a->qp_num[USNIC_PRIORITY_CHANNEL] = module->channels[USNIC_PRIORITY_CHANNEL].qp_num;
+    a->qp_num[USNIC_DATA_CHANNEL] = module->channels[USNIC_DATA_CHANNEL].qp_num;
+    a->qkey = usnic_component.qkey;
+    a->ipv4_addr = module->if_ipv4;
+    a->prefix = module->if_prefix;
+    a->link_speed_mbps = module->link_speed_mbps;
+    a->mtu = (uint16_t) module->port_mtu;
+    a->isn = module->isn;
+    a->version = USNIC_MODEX_VERSION;
+    memcpy(a->mac, module->if_mac, sizeof(module->if_mac));
+    a->if_mtu = (uint32_t) module->if_mtu;
     opal_btl_usnic_module_publish_depths(module);
+}
+
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
+{
+    uint32_t prio_mtu;
+    int depth[4], rc;
+    char ip[32];
+
+    module->ops = usnic_component.dev_ops;
+    rc = init_limits(module, &prio_mtu, depth);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    if (!memlock_allows(module,
+                        startup_locked_bytes(module->port_mtu, prio_mtu, depth[1], depth[3]))) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    rc = init_registration(module);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    rc = init_channels(module, prio_mtu, depth);
+    if (OPAL_SUCCESS == rc) {
+        rc = init_free_lists(module);
+    }
+    if (OPAL_SUCCESS != rc) {
+        opal_btl_usnic_channel_fini(module, USNIC_DATA_CHANNEL);
+        opal_btl_usnic_channel_fini(module, USNIC_PRIORITY_CHANNEL);
+        mca_rcache_base_module_destroy(module->rcache);
+        module->ops->pd_free(module->pd);
+        module->pd = NULL;
+        return OPAL_ERROR;
+    }
+    init_lists(module);
+    init_modex_record(module);
     memset(&module->stats, 0, sizeof(module->stats));
     module->fatal_cause[0] = '\0';
     /* Without its socket the module works, just unchecked (a warning was shown). */
@@ -261,20 +368,6 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
                   module->if_name, ip, module->max_frag_payload, module->max_chunk_payload,
                   module->max_tiny_payload);
     return OPAL_SUCCESS;
-
-fail_lists:
-    OBJ_DESTRUCT(&module->ack_segs);
-    OBJ_DESTRUCT(&module->chunk_segs);
-    OBJ_DESTRUCT(&module->large_send_frags);
-    OBJ_DESTRUCT(&module->small_send_frags);
-fail_chan:
-    opal_btl_usnic_verbs_channel_fini(module, USNIC_DATA_CHANNEL);
-    opal_btl_usnic_verbs_channel_fini(module, USNIC_PRIORITY_CHANNEL);
-    mca_rcache_base_module_destroy(module->rcache);
-fail_pd:
-    ibv_dealloc_pd(module->pd);
-    module->pd = NULL;
-    return OPAL_ERROR;
 }
 
 void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
@@ -292,8 +385,8 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
             module, usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li));
     }
     /* Queue pairs before the buffers they use, the PD after everything in it. */
-    opal_btl_usnic_verbs_channel_fini(module, USNIC_DATA_CHANNEL);
-    opal_btl_usnic_verbs_channel_fini(module, USNIC_PRIORITY_CHANNEL);
+    opal_btl_usnic_channel_fini(module, USNIC_DATA_CHANNEL);
+    opal_btl_usnic_channel_fini(module, USNIC_PRIORITY_CHANNEL);
     /* No completion can arrive any more. */
     while (NULL != (li = opal_list_remove_first(&module->zombie_endpoints))) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
@@ -312,7 +405,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
     OBJ_DESTRUCT(&module->large_send_frags);
     OBJ_DESTRUCT(&module->small_send_frags);
     mca_rcache_base_module_destroy(module->rcache);
-    ibv_dealloc_pd(module->pd);
+    module->ops->pd_free(module->pd);
     module->pd = NULL;
     /* The device context is closed by the component: ports may share it. */
 }

@@ -16,6 +16,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
@@ -25,15 +26,15 @@
 #include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
 
-static void handle_completion(opal_btl_usnic_module_t *module, int channel, struct ibv_wc *wc)
+static void handle_completion(opal_btl_usnic_module_t *module, int channel,
+                              const opal_btl_usnic_cqe_t *cqe)
 {
-    opal_btl_usnic_seg_base_t *base = (opal_btl_usnic_seg_base_t *)(uintptr_t) wc->wr_id;
+    opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
     /* A send that asked for no completion gets one only when it failed. */
     if (OPAL_UNLIKELY(NULL == base)) {
-        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+        if (USNIC_CQE_FLUSHED == cqe->status) {
             goto dead_qp;
         }
         ++module->stats.num_send_errors;
@@ -42,23 +43,20 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
     if (USNIC_SEG_RECV == base->type) {
         opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
                                                              base);
-        if (OPAL_LIKELY(IBV_WC_SUCCESS == wc->status)) {
-            opal_btl_usnic_recv(module, rseg, wc);
+        if (OPAL_LIKELY(USNIC_CQE_OK == cqe->status)) {
+            opal_btl_usnic_recv(module, rseg, cqe);
             return;
         }
-        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+        if (USNIC_CQE_FLUSHED == cqe->status) {
             goto dead_qp;
         }
         ++module->stats.num_recv_errors;
-        rseg->wr.next = NULL;
-        *module->channels[channel].repost_tail = &rseg->wr;
-        module->channels[channel].repost_tail = &rseg->wr.next;
-        ++module->channels[channel].repost_count;
+        opal_btl_usnic_channel_queue_recv(&module->channels[channel], rseg);
         return;
     }
 
-    if (OPAL_UNLIKELY(IBV_WC_SUCCESS != wc->status)) {
-        if (IBV_WC_WR_FLUSH_ERR == wc->status) {
+    if (OPAL_UNLIKELY(USNIC_CQE_OK != cqe->status)) {
+        if (USNIC_CQE_FLUSHED == cqe->status) {
             goto dead_qp;
         }
         /* A lost send is recovered by the retransmit timer. */
@@ -79,17 +77,17 @@ static void handle_completion(opal_btl_usnic_module_t *module, int channel, stru
     return;
 
 dead_qp:
-    opal_btl_usnic_verbs_async_drain(module->context);
+    module->ops->async_drain(module->dev);
     opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
                    opal_process_info.nodename, module->dev_name,
-                   0 == channel ? "priority" : "data", ibv_wc_status_str(wc->status),
-                   (int) wc->status);
+                   0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
+                   cqe->code);
     opal_btl_usnic_module_fatal(module, NULL);
 }
 
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 {
-    struct ibv_wc wc[32];
+    opal_btl_usnic_cqe_t cqe[32];
     int count = 0;
 
     if (OPAL_UNLIKELY(module->dead)) {
@@ -100,16 +98,14 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     }
     /* Priority first: ACKs free window space for the data that follows. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        int n = ibv_poll_cq(module->channels[c].cq, (int)(sizeof(wc) / sizeof(wc[0])), wc);
+        int n = module->ops->poll(module->channels[c].hw, cqe,
+                                  (int)(sizeof(cqe) / sizeof(cqe[0])));
         if (OPAL_UNLIKELY(n < 0)) {
-            opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                           opal_process_info.nodename, module->dev_name, "ibv_poll_cq",
-                           strerror(-n));
             opal_btl_usnic_module_fatal(module, NULL);
             return count;
         }
         for (int i = 0; i < n; ++i) {
-            handle_completion(module, c, &wc[i]);
+            handle_completion(module, c, &cqe[i]);
         }
         count += n;
     }
@@ -129,7 +125,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     /* Buffers go back to the device before the ACKs that let peers refill them. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
         if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
-            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_repost(module, c))) {
+            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
             opal_btl_usnic_module_fatal(module, NULL);
         }
     }

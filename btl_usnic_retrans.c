@@ -9,8 +9,8 @@
  *                  ceiling.  In between, the RTO is the smoothed round trip
  *                  plus four deviations (RFC 6298, usnic_rto_* in the pure
  *                  btl_usnic_window.c), sampled once per round trip from a
- *                  segment sent only once: retrans_init, retrans_first_send,
- *                  handle_ack; a resent segment cancels its sample
+ *                  segment sent only once: retrans_init, retrans_first_send
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resent segment cancels its sample
  *                  (retrans_resend).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
@@ -84,15 +84,6 @@ static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_se
 
 /* ---- the retransmit timer ---- */
 
-static void timer_start(opal_btl_usnic_endpoint_t *ep, double now)
-{
-    if (!ep->on_timer_list) {
-        ep->rto_deadline_us = now + ep->rto.rto_us;
-        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
-        ep->on_timer_list = true;
-    }
-}
-
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
     /* nothing unacknowledged: no stall for the dead-peer check to watch */
@@ -100,24 +91,6 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;
-    }
-}
-
-void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep, uint16_t seq)
-{
-    /* One clock read, and only when something starts: a round-trip sample,
-     * or (first segment in flight) the timer and the dead-peer clock, which
-     * run only while data is unacknowledged. */
-    double now = opal_btl_usnic_now_us();
-
-    if (!ep->rtt_timing) {
-        ep->rtt_timing = true;
-        ep->rtt_seq = seq;
-        ep->rtt_start_us = now;
-    }
-    if (!ep->on_timer_list) {
-        ep->last_ack_time = now / 1e6;
-        timer_start(ep, now);
     }
 }
 

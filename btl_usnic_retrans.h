@@ -22,8 +22,27 @@ BEGIN_C_DECLS
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
 
 /* A segment went out for the first time and the round-trip clock or the
- * retransmit timer is idle: time it, and start the timer. */
-void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep, uint16_t seq);
+ * retransmit timer is idle: time it, and start the timer (inline: once per
+ * round trip on the send path).  One clock read, and only when something
+ * starts: the timer and the dead-peer clock run only while data is
+ * unacknowledged. */
+static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep,
+                                                    uint16_t seq)
+{
+    double now = opal_btl_usnic_now_us();
+
+    if (!ep->rtt_timing) {
+        ep->rtt_timing = true;
+        ep->rtt_seq = seq;
+        ep->rtt_start_us = now;
+    }
+    if (!ep->on_timer_list) {
+        ep->last_ack_time = now / 1e6;
+        ep->rto_deadline_us = now + ep->rto.rto_us;
+        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
+        ep->on_timer_list = true;
+    }
+}
 
 /* A cumulative ACK arrived from the peer of ep: release what it covers,
  * sample the round trip, and act on it as the policy says. */

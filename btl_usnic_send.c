@@ -16,13 +16,13 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
-#include "btl_usnic_verbs.h"
 
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
@@ -43,7 +43,7 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
 void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, seg, channel))) {
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
         opal_btl_usnic_module_fatal(module, NULL);
         return;
     }
