@@ -15,12 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "opal/constants.h"
 #include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
-#include "opal/util/error.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
@@ -40,9 +38,7 @@ struct opal_btl_usnic_hwchan {
     struct ibv_cq *cq;
     struct ibv_qp *qp;
     uint32_t max_inline;
-    const char *dev_name;
-    uint8_t port_num;
-    uint32_t qkey;
+    const char *dev_name;           /* for messages */
 };
 
 /* An IPv4-mapped GID: ::ffff:a.b.c.d */
@@ -345,8 +341,6 @@ static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     ch->dev_name = req->dev_name;
-    ch->port_num = req->port_num;
-    ch->qkey = req->qkey;
     *out = ch;
     ch->cq = ibv_create_cq(CTX(dev), req->cq_num, NULL, NULL, 0);
     if (NULL == ch->cq) {

@@ -673,23 +673,11 @@ static int send_copy(world_t *w, sent_msg_t *msg, size_t reserve, uint32_t own)
     return OPAL_SUCCESS;
 }
 
-sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
+/* The record of a message the test PML sends, with the bytes it carries. */
+static sent_msg_t *new_msg(world_t *w, int from, size_t len, send_method_t how)
 {
-    opal_btl_usnic_module_t *m = &w->mods[from];
-    mca_btl_base_module_t *btl = &m->super;
-    opal_btl_usnic_endpoint_t *ep = w->ep[from];
-    mca_btl_base_descriptor_t *des = NULL;
-    sent_msg_t *msg;
-    size_t reserve = len < PML_HDR ? len : PML_HDR, size;
-    uint32_t own = w->pml_frees ? 0 : MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    sent_msg_t *msg = calloc(1, sizeof(*msg));
 
-    if (len < 8 || (SEND_NONCONTIG == how && len < reserve + STRIDE_DATA)) {
-        return NULL;
-    }
-    if (SEND_NONCONTIG == how) {
-        len = reserve + (len - reserve) / STRIDE_DATA * STRIDE_DATA;
-    }
-    msg = calloc(1, sizeof(*msg));
     if (NULL == msg) {
         return NULL;
     }
@@ -712,6 +700,29 @@ sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
         return NULL;
     }
     world_fill(msg->expect, msg->id, len);
+    return msg;
+}
+
+sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
+{
+    opal_btl_usnic_module_t *m = &w->mods[from];
+    mca_btl_base_module_t *btl = &m->super;
+    opal_btl_usnic_endpoint_t *ep = w->ep[from];
+    mca_btl_base_descriptor_t *des = NULL;
+    sent_msg_t *msg;
+    size_t reserve = len < PML_HDR ? len : PML_HDR, size;
+    uint32_t own = w->pml_frees ? 0 : MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+
+    if (len < 8 || (SEND_NONCONTIG == how && len < reserve + STRIDE_DATA)) {
+        return NULL;
+    }
+    if (SEND_NONCONTIG == how) {
+        len = reserve + (len - reserve) / STRIDE_DATA * STRIDE_DATA;
+    }
+    msg = new_msg(w, from, len, how);
+    if (NULL == msg) {
+        return NULL;
+    }
     world_run_as(w, from);
 
     switch (how) {
