@@ -8,10 +8,13 @@
  * sequence-number arithmetic and logging helpers.
  *
  * Where things live:
- *   Open MPI glue      btl_usnic_component.c, btl_usnic_mca.c, btl_usnic_module.c,
+ *   Open MPI glue      btl_usnic_component.c, btl_usnic_mca.c, btl_usnic_btl.c (BTL
+ *                      operations), btl_usnic_progress.c (progress, completion
+ *                      dispatch), btl_usnic_module.c (module set-up, tear-down),
  *                      btl_usnic_proc.c
  *   reliability engine btl_usnic_window.[ch] (pure), btl_usnic_send.c,
- *                      btl_usnic_recv.c, btl_usnic_ack.c
+ *                      btl_usnic_recv.c, btl_usnic_ack.c, btl_usnic_retrans.c
+ *                      (retransmit and liveness policy)
  *   verbs glue         btl_usnic_verbs.[ch]
  */
 
@@ -43,11 +46,13 @@ typedef uint16_t opal_btl_usnic_seq_t;
 #define USNIC_SEQ_GE(a, b) (USNIC_SEQ_DIFF(a, b) >= 0)
 
 struct opal_btl_usnic_module_t;
-struct ibv_context;
+struct opal_btl_usnic_dev;
+struct opal_btl_usnic_device_ops_t;
+struct opal_proc_t;
 
 /* An open device, and the event that watches its asynchronous events. */
 typedef struct {
-    struct ibv_context *ctx;
+    struct opal_btl_usnic_dev *dev;
     opal_event_t async_ev;
     bool async_armed;
 } opal_btl_usnic_context_t;
@@ -95,9 +100,15 @@ typedef struct opal_btl_usnic_component_t {
     /* memory the modules set up so far register at start (bytes) */
     size_t locked_planned;
 
-    /* device contexts opened by the scan, closed at component close */
+    /* devices opened by the scan, closed at component close */
     opal_btl_usnic_context_t *contexts;
     int num_contexts;
+    /* the device operations (btl_usnic_device.h): the verbs glue, or the
+     * host tests' fake device */
+    const struct opal_btl_usnic_device_ops_t *dev_ops;
+    /* Set by the host tests, which play two processes in one: a fatal
+     * error calls it instead of ending the process. */
+    void (*fatal_hook)(struct opal_btl_usnic_module_t *module, struct opal_proc_t *peer);
 
     /* output stream (the btl framework's, so btl_base_verbose works) */
     int output;

@@ -33,7 +33,7 @@
 #include "btl_usnic_proc.h"
 #include "btl_usnic_stats.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
+#include "btl_usnic_device.h"
 
 /* Eager limit when several devices share the traffic (unless set by the user). */
 #define USNIC_DFLT_EAGER_LIMIT_NDEVS (25 * 1024)
@@ -85,6 +85,7 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     c->quiesced = false;
+    c->dev_ops = &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
@@ -108,7 +109,7 @@ static int usnic_component_close(void)
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
     for (int i = 0; i < c->num_contexts; ++i) {
-        ibv_close_device(c->contexts[i].ctx);
+        c->dev_ops->close(c->contexts[i].dev);
     }
     free(c->contexts);
     free(c->modules);
@@ -160,7 +161,7 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
     static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     uint32_t gid_ipv4;
 
-    memcpy(&gid_ipv4, m->gid.raw + 12, sizeof(gid_ipv4));
+    memcpy(&gid_ipv4, m->gid + 12, sizeof(gid_ipv4));
     for (int i = opal_ifbegin(); i >= 0; i = opal_ifnext(i)) {
         struct sockaddr_storage ss;
         struct sockaddr_in *sin = (struct sockaddr_in *) &ss;
@@ -182,7 +183,7 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
         opal_ifindextomac(i, m->if_mac);
         /* A netdev may have several addresses: publish the GID's, with its
          * prefix, so that peers route and pair by what the device uses. */
-        if (0 == memcmp(m->gid.raw, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
+        if (0 == memcmp(m->gid, v4mapped, sizeof(v4mapped)) && m->if_ipv4 != gid_ipv4) {
             if (!ipv4_prefix_of(gid_ipv4, m->if_kindex, &m->if_prefix)) {
                 return false;
             }
@@ -193,24 +194,24 @@ static bool find_netdev(opal_btl_usnic_module_t *m, int kindex)
     return false;
 }
 
-static void remember_context(struct ibv_context *ctx)
+static void remember_context(opal_btl_usnic_dev_t *dev)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
     opal_btl_usnic_context_t *grown;
 
     for (int i = 0; i < c->num_contexts; ++i) {
-        if (c->contexts[i].ctx == ctx) {
+        if (c->contexts[i].dev == dev) {
             return;
         }
     }
     /* Grows only before any async event is armed (events must not move). */
     grown = realloc(c->contexts, (c->num_contexts + 1) * sizeof(*grown));
     if (NULL == grown) {
-        ibv_close_device(ctx);
+        c->dev_ops->close(dev);
         return;
     }
     c->contexts = grown;
-    c->contexts[c->num_contexts].ctx = ctx;
+    c->contexts[c->num_contexts].dev = dev;
     c->contexts[c->num_contexts].async_armed = false;
     ++c->num_contexts;
 }
@@ -259,24 +260,9 @@ static void stats_timer_cb(int fd, short flags, void *arg)
     opal_event_add(&module->stats_timer, &tv);
 }
 
-static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress_threads,
-                                                    bool mpi_threads)
+/* This process's sender id, its Q_Key and the progress clock. */
+static bool init_identity(opal_btl_usnic_component_t *c)
 {
-    opal_btl_usnic_component_t *c = &usnic_component;
-    opal_btl_usnic_port_t *ports = NULL;
-    mca_btl_base_module_t **btls = NULL;
-    int num_ports = 0;
-    (void) progress_threads;
-
-    *num_btls = 0;
-    if (mpi_threads && !mca_btl_base_thread_multiple_override) {
-        opal_show_help("help-mpi-btl-usnic.txt", "MPI_THREAD_MULTIPLE not supported", true,
-                       opal_process_info.nodename);
-        return NULL;
-    }
-    /* each module checks the locked-memory limit for what it registers */
-    c->locked_planned = 0;
-
     c->my_hashed_name = opal_btl_usnic_hash_name(&opal_proc_local_get()->proc_name);
     do {
         int err = opal_btl_usnic_random(&c->qkey, sizeof(c->qkey));
@@ -284,7 +270,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
             opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
                            opal_process_info.nodename, "(all devices)", "the Q_Key",
                            strerror(err));
-            return NULL;
+            return false;
         }
         c->qkey &= 0x7fffffffu;     /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
@@ -293,7 +279,11 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */
     usnic_verbose(10, "fact id host=%s pid=%d sender_id=0x%016" PRIx64, opal_process_info.nodename,
                   (int) getpid(), c->my_hashed_name);
+    return true;
+}
 
+static void parse_filter(opal_btl_usnic_component_t *c)
+{
     if (NULL != c->if_include) {
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_include, "btl_usnic_if_include");
         c->filter_is_include = true;
@@ -301,69 +291,97 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         c->filter = opal_btl_usnic_parse_ifex_str(c->if_exclude, "btl_usnic_if_exclude");
         c->filter_is_include = false;
     }
+}
 
-    opal_btl_usnic_verbs_find_ports(&ports, &num_ports);
+/* Make module m from a port: its netdev facts, the interface filter, then
+ * the module's own set-up.  False if the port is not used. */
+static bool module_from_port(opal_btl_usnic_component_t *c, opal_btl_usnic_module_t *m,
+                             const opal_btl_usnic_port_t *port)
+{
+    char ip[32];
+
+    *m = opal_btl_usnic_module_template;
+    m->dev = port->dev;
+    snprintf(m->dev_name, sizeof(m->dev_name), "%s", port->dev_name);
+    m->port_num = port->port_num;
+    m->gid_index = port->gid_index;
+    memcpy(m->gid, port->gid, sizeof(m->gid));
+    m->grh_ipv4 = port->grh_ipv4;
+    m->port_mtu = port->port_mtu;
+    m->link_speed_mbps = port->link_speed_mbps;
+    if (!find_netdev(m, port->netdev_kindex)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "no netdev", true,
+                       opal_process_info.nodename, m->dev_name, m->port_num,
+                       m->gid_index);
+        return false;
+    }
+    /* Facts first, then the filter: networks need the prefix. */
+    if (NULL != c->filter &&
+        c->filter_is_include != opal_btl_usnic_filter_match(c->filter, m->dev_name,
+                                                            m->if_name, m->if_ipv4,
+                                                            m->if_prefix)) {
+        usnic_verbose(5, "%s: %s: skipped by btl_usnic_%s", opal_process_info.nodename,
+                      m->dev_name, c->filter_is_include ? "if_include" : "if_exclude");
+        return false;
+    }
+    if (0 == m->super.btl_bandwidth) {
+        m->super.btl_bandwidth = m->link_speed_mbps;
+    }
+    opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), m->if_ipv4, m->if_prefix);
+    usnic_verbose(5, "%s: %s: opened, port %u, netdev %s %s, GID index %d, MTU %u",
+                  opal_process_info.nodename, m->dev_name, m->port_num, m->if_name, ip,
+                  m->gid_index, m->port_mtu);
+    if (OPAL_SUCCESS != opal_btl_usnic_module_init(m)) {
+        return false;
+    }
+    opal_btl_usnic_hwloc_rate_module(m);
+    return true;
+}
+
+/* One module per usable port, up to btl_usnic_max_btls. */
+static bool open_modules(opal_btl_usnic_component_t *c)
+{
+    opal_btl_usnic_port_t *ports = NULL;
+    int num_ports = 0;
+
+    c->dev_ops->find_ports(&ports, &num_ports);
     c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
     if (NULL == c->modules) {
-        goto done;
+        free(ports);
+        return false;
     }
     for (int p = 0; p < num_ports; ++p) {
-        opal_btl_usnic_port_t *port = &ports[p];
-        opal_btl_usnic_module_t *m = &c->modules[c->num_modules];
-        char ip[32];
-
-        remember_context(port->context);
+        remember_context(ports[p].dev);
         if (c->max_btls > 0 && c->num_modules >= c->max_btls) {
             usnic_verbose(5, "%s: %s: skipped, btl_usnic_max_btls (%d) reached",
-                          opal_process_info.nodename, port->dev_name, c->max_btls);
+                          opal_process_info.nodename, ports[p].dev_name, c->max_btls);
             continue;
         }
-        *m = opal_btl_usnic_module_template;
-        m->context = port->context;
-        snprintf(m->dev_name, sizeof(m->dev_name), "%s", port->dev_name);
-        m->port_num = port->port_num;
-        m->gid_index = port->gid_index;
-        m->gid = port->gid;
-        m->grh_ipv4 = port->grh_ipv4;
-        m->port_mtu = port->port_mtu;
-        m->link_speed_mbps = port->link_speed_mbps;
-        if (!find_netdev(m, port->netdev_kindex)) {
-            opal_show_help("help-mpi-btl-usnic.txt", "no netdev", true,
-                           opal_process_info.nodename, m->dev_name, m->port_num,
-                           m->gid_index);
-            continue;
+        if (module_from_port(c, &c->modules[c->num_modules], &ports[p])) {
+            ++c->num_modules;
         }
-        /* Facts first, then the filter: networks need the prefix. */
-        if (NULL != c->filter &&
-            c->filter_is_include != opal_btl_usnic_filter_match(c->filter, m->dev_name,
-                                                                m->if_name, m->if_ipv4,
-                                                                m->if_prefix)) {
-            usnic_verbose(5, "%s: %s: skipped by btl_usnic_%s", opal_process_info.nodename,
-                          m->dev_name, c->filter_is_include ? "if_include" : "if_exclude");
-            continue;
-        }
-        if (0 == m->super.btl_bandwidth) {
-            m->super.btl_bandwidth = m->link_speed_mbps;
-        }
-        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), m->if_ipv4, m->if_prefix);
-        usnic_verbose(5, "%s: %s: opened, port %u, netdev %s %s, GID index %d, MTU %u",
-                      opal_process_info.nodename, m->dev_name, m->port_num, m->if_name, ip,
-                      m->gid_index, m->port_mtu);
-        if (OPAL_SUCCESS != opal_btl_usnic_module_init(m)) {
-            continue;
-        }
-        opal_btl_usnic_hwloc_rate_module(m);
-        ++c->num_modules;
     }
+    free(ports);
+    return true;
+}
 
-    if (c->num_modules > 1 && !c->eager_limit_set_by_user) {
-        for (int i = 0; i < c->num_modules; ++i) {
-            c->modules[i].super.btl_eager_limit = USNIC_DFLT_EAGER_LIMIT_NDEVS;
-            if (c->modules[i].super.btl_max_send_size > USNIC_DFLT_EAGER_LIMIT_NDEVS) {
-                c->modules[i].super.btl_max_send_size = USNIC_DFLT_EAGER_LIMIT_NDEVS;
-            }
+/* Several devices share the traffic: a smaller eager limit, unless set. */
+static void apply_eager_limit_policy(opal_btl_usnic_component_t *c)
+{
+    if (c->num_modules <= 1 || c->eager_limit_set_by_user) {
+        return;
+    }
+    for (int i = 0; i < c->num_modules; ++i) {
+        c->modules[i].super.btl_eager_limit = USNIC_DFLT_EAGER_LIMIT_NDEVS;
+        if (c->modules[i].super.btl_max_send_size > USNIC_DFLT_EAGER_LIMIT_NDEVS) {
+            c->modules[i].super.btl_max_send_size = USNIC_DFLT_EAGER_LIMIT_NDEVS;
         }
     }
+}
+
+/* MPI_T variables, route lookups and async device events, once modules exist. */
+static void start_services(opal_btl_usnic_component_t *c)
+{
     if (c->num_modules > 0) {
         opal_btl_usnic_stats_register_pvars();
         /* Route lookups for pairing devices with the peers'; without them
@@ -379,20 +397,23 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     /* Watch the devices that carry modules for port and device failures. */
     for (int i = 0; i < c->num_contexts; ++i) {
         for (int m = 0; m < c->num_modules; ++m) {
-            if (c->modules[m].context == c->contexts[i].ctx) {
+            if (c->modules[m].dev == c->contexts[i].dev) {
                 c->contexts[i].async_armed = (OPAL_SUCCESS ==
-                    opal_btl_usnic_verbs_async_start(c->contexts[i].ctx,
-                                                     &c->contexts[i].async_ev));
+                    c->dev_ops->async_start(c->contexts[i].dev, &c->contexts[i].async_ev));
                 break;
             }
         }
     }
+}
 
-    /* The BTL base frees this array. */
-    btls = calloc(c->num_modules > 0 ? c->num_modules : 1, sizeof(*btls));
+/* The array the BTL base gets (and frees); the periodic statistics start. */
+static mca_btl_base_module_t **hand_out_btls(opal_btl_usnic_component_t *c)
+{
+    mca_btl_base_module_t **btls = calloc(c->num_modules > 0 ? c->num_modules : 1,
+                                          sizeof(*btls));
+
     if (NULL == btls) {
-        c->num_modules = 0;
-        goto done;
+        return NULL;
     }
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_t *m = &c->modules[i];
@@ -404,9 +425,36 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
             m->stats_timer_armed = true;
         }
     }
+    return btls;
+}
 
-done:
-    free(ports);
+static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress_threads,
+                                                    bool mpi_threads)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    mca_btl_base_module_t **btls = NULL;
+    (void) progress_threads;
+
+    *num_btls = 0;
+    if (mpi_threads && !mca_btl_base_thread_multiple_override) {
+        opal_show_help("help-mpi-btl-usnic.txt", "MPI_THREAD_MULTIPLE not supported", true,
+                       opal_process_info.nodename);
+        return NULL;
+    }
+    /* each module checks the locked-memory limit for what it registers */
+    c->locked_planned = 0;
+    if (!init_identity(c)) {
+        return NULL;
+    }
+    parse_filter(c);
+    if (open_modules(c)) {
+        apply_eager_limit_policy(c);
+        start_services(c);
+        btls = hand_out_btls(c);
+        if (NULL == btls) {
+            c->num_modules = 0;
+        }
+    }
     modex_send();
     if (0 == c->num_modules) {
         usnic_verbose(5, "%s: no usable devices", opal_process_info.nodename);
@@ -415,6 +463,31 @@ done:
     }
     *num_btls = c->num_modules;
     return btls;
+}
+
+void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal,
+                                 const char *what, int code)
+{
+    opal_btl_usnic_module_t *m = NULL;
+    const char *dev_name = "?";
+
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        opal_btl_usnic_module_t *cand = &usnic_component.modules[i];
+        if (cand->dev == dev) {
+            dev_name = cand->dev_name;
+            if (NULL == m && (port <= 0 || cand->port_num == port)) {
+                m = cand;
+            }
+        }
+    }
+    if (!fatal || NULL == m || m->dead) {
+        usnic_verbose(5, "%s: %s: async event \"%s\" (port %d) ignored",
+                      opal_process_info.nodename, dev_name, what, port);
+        return;
+    }
+    opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
+                   m->dev_name, m->if_name, what, code, port);
+    opal_btl_usnic_module_fatal(m, NULL);
 }
 
 void opal_btl_usnic_component_quiesce(void)
@@ -438,7 +511,7 @@ void opal_btl_usnic_component_quiesce(void)
     }
     for (int i = 0; i < c->num_contexts; ++i) {
         if (c->contexts[i].async_armed) {
-            opal_btl_usnic_verbs_async_stop(&c->contexts[i].async_ev);
+            c->dev_ops->async_stop(&c->contexts[i].async_ev);
             c->contexts[i].async_armed = false;
         }
     }

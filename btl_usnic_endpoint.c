@@ -17,6 +17,7 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
 
 static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
@@ -80,7 +81,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     free(ep->sent_segs);
     free(ep->rx_bits);
     if (NULL != ep->ah) {
-        ibv_destroy_ah(ep->ah);
+        ep->module->ops->ah_destroy(ep->ah);
     }
     OBJ_DESTRUCT(&ep->send_queue);
     OBJ_DESTRUCT(&ep->timer_li);
@@ -106,9 +107,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     usnic_tx_window_init(&ep->tx, module->isn, USNIC_TX_WINDOW_MAX);
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
     ep->rx_acked = (uint16_t)(remote->isn - 1);
-    usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
-    ep->rtt_timing = false;
-    ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
+    opal_btl_usnic_retrans_init(ep);
     ep->prio_inflight = 0;
     opal_btl_usnic_endpoint_size_window(ep, 1);
     return OPAL_SUCCESS;
@@ -191,5 +190,5 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     if (0 != usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_handle_ack(ep, (uint16_t)(ep->tx.next_seq_to_send - 1));
     }
-    opal_btl_usnic_timer_stop(ep);
+    opal_btl_usnic_retrans_timer_stop(ep);
 }

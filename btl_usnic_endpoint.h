@@ -9,11 +9,10 @@
 #ifndef BTL_USNIC_ENDPOINT_H
 #define BTL_USNIC_ENDPOINT_H
 
-#include <infiniband/verbs.h>
-
 #include "opal/class/opal_list.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_device.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_window.h"
 #include "btl_usnic_wire.h"
@@ -38,7 +37,7 @@ typedef struct mca_btl_base_endpoint_t {
     struct opal_btl_usnic_proc_t *proc;
     usnic_modex_addr_t remote;          /* the peer device's modex record */
     int remote_index;                   /* its index in the peer's modex */
-    struct ibv_ah *ah;
+    opal_btl_usnic_ah_t *ah;
 
     /* list memberships, each with an explicit flag so removal has one owner */
     opal_list_item_t all_li;            /* module->all_endpoints */
@@ -60,7 +59,7 @@ typedef struct mca_btl_base_endpoint_t {
     opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
     uint32_t tx_mask;                   /* slots in sent_segs, minus 1 */
     bool tx_ready;
-    /* The retransmit timer (btl_usnic_ack.c): armed while segments are
+    /* The retransmit timer (btl_usnic_retrans.c): armed while segments are
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
     bool in_recovery;                   /* since a timeout, until recover_seq is ACKed */

@@ -18,12 +18,12 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 
-/* Local key of an item's registered payload (0 when built without a
- * registration cache, as the host tests of the engine do). */
+/* Local key of an item's registered payload (0 for a list without a
+ * registration cache). */
 static uint32_t usnic_item_lkey(const opal_free_list_item_t *item)
 {
     const opal_btl_usnic_reg_t *reg = (const opal_btl_usnic_reg_t *) item->registration;
-    return NULL != reg && NULL != reg->mr ? reg->mr->lkey : 0;
+    return NULL != reg && NULL != reg->mr ? reg->lkey : 0;
 }
 
 static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_seg_type_t type,
@@ -104,13 +104,7 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
     rseg->buf = item->ptr;
     rseg->len = USNIC_GRH_LEN + chan->mtu;
     rseg->lkey = usnic_item_lkey(item);
-    rseg->sge.addr = (uintptr_t) rseg->buf;
-    rseg->sge.length = rseg->len;
-    rseg->sge.lkey = rseg->lkey;
-    rseg->wr.wr_id = (uintptr_t) &rseg->base;
-    rseg->wr.sg_list = &rseg->sge;
-    rseg->wr.num_sge = 1;
-    rseg->wr.next = NULL;
+    rseg->next = NULL;
     return OPAL_SUCCESS;
 }
 

@@ -14,8 +14,6 @@
 #ifndef BTL_USNIC_FRAG_H
 #define BTL_USNIC_FRAG_H
 
-#include <infiniband/verbs.h>
-
 #include "opal/class/opal_free_list.h"
 #include "opal/datatype/opal_convertor.h"
 #include "opal/mca/rcache/rcache.h"
@@ -32,7 +30,9 @@ struct opal_btl_usnic_send_frag_t;
 /* Registration record the rcache keeps for each registered slab. */
 typedef struct {
     mca_rcache_base_registration_t base;
-    struct ibv_mr *mr;
+    struct opal_btl_usnic_mr *mr;
+    uint32_t lkey;
+    size_t len;
 } opal_btl_usnic_reg_t;
 
 typedef enum {
@@ -42,7 +42,7 @@ typedef enum {
     USNIC_SEG_RECV,     /* receive buffer */
 } opal_btl_usnic_seg_type_t;
 
-/* What every posted work request's wr_id points to. */
+/* What every posted buffer's completion cookie points to. */
 typedef struct {
     opal_btl_usnic_seg_type_t type;
     int channel;
@@ -122,14 +122,13 @@ typedef struct opal_btl_usnic_send_frag_t {
 OBJ_CLASS_DECLARATION(opal_btl_usnic_send_frag_t);
 
 /* A receive buffer: the device writes the GRH, then our header. */
-typedef struct {
+typedef struct opal_btl_usnic_recv_seg_t {
     opal_free_list_item_t super;
     opal_btl_usnic_seg_base_t base;
     uint8_t *buf;
     uint32_t lkey;
     uint32_t len;
-    struct ibv_recv_wr wr;
-    struct ibv_sge sge;
+    struct opal_btl_usnic_recv_seg_t *next;     /* in a batch handed to the device */
 } opal_btl_usnic_recv_seg_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_recv_seg_t);
 

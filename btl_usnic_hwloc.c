@@ -9,7 +9,6 @@
 #include "opal_config.h"
 
 #include <hwloc.h>
-#include <hwloc/openfabrics-verbs.h>
 
 #include "opal/mca/hwloc/base/base.h"
 #include "opal/util/proc.h"
@@ -66,8 +65,7 @@ void opal_btl_usnic_hwloc_rate_module(opal_btl_usnic_module_t *module)
     my_cpus = hwloc_bitmap_alloc();
     dev_cpus = hwloc_bitmap_alloc();
     if (0 == hwloc_get_cpubind(opal_hwloc_topology, my_cpus, HWLOC_CPUBIND_PROCESS) &&
-        0 == hwloc_ibv_get_device_cpuset(opal_hwloc_topology, module->context->device,
-                                         dev_cpus)) {
+        0 == module->ops->cpuset(module->dev, opal_hwloc_topology, dev_cpus)) {
         module->numa_distance = opal_btl_usnic_numa_distance(opal_hwloc_topology, my_cpus,
                                                              dev_cpus);
     }

@@ -73,6 +73,31 @@ static FILE *open_temp(const char *path, char *tmp, size_t size)
     return f;
 }
 
+/* One peer's line: its endpoints, by the modules in mods order. */
+static void write_peer(FILE *f, opal_btl_usnic_proc_t *proc, opal_btl_usnic_module_t **mods)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    const char *host = opal_get_proc_hostname(proc->proc_opal);
+    char ip[32], mac[24];
+    bool first = true;
+
+    fprintf(f, "peer=%u,hostname=%s,", proc->proc_opal->proc_name.vpid,
+            NULL != host ? host : "(unknown)");
+    for (int m = 0; m < c->num_modules; ++m) {
+        int mi = (int)(mods[m] - c->modules);
+        opal_btl_usnic_endpoint_t *ep = proc->endpoints[mi];
+        if (NULL == ep) {
+            continue;
+        }
+        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
+        opal_btl_usnic_snprintf_mac(mac, sizeof(mac), ep->remote.mac);
+        fprintf(f, "%sdevice=%s@peer_ip=%s@peer_mac=%s", first ? "" : ",", mods[m]->dev_name,
+                ip, mac);
+        first = false;
+    }
+    fprintf(f, "\n");
+}
+
 void opal_btl_usnic_write_connectivity_map(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
@@ -123,24 +148,7 @@ void opal_btl_usnic_write_connectivity_map(void)
                 mods[m]->if_name, ip, mac, mods[m]->if_mtu);
     }
     for (i = 0; i < nprocs; ++i) {
-        const char *host = opal_get_proc_hostname(procs[i]->proc_opal);
-        bool first = true;
-
-        fprintf(f, "peer=%u,hostname=%s,", procs[i]->proc_opal->proc_name.vpid,
-                NULL != host ? host : "(unknown)");
-        for (int m = 0; m < c->num_modules; ++m) {
-            int mi = (int)(mods[m] - c->modules);
-            opal_btl_usnic_endpoint_t *ep = procs[i]->endpoints[mi];
-            if (NULL == ep) {
-                continue;
-            }
-            opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
-            opal_btl_usnic_snprintf_mac(mac, sizeof(mac), ep->remote.mac);
-            fprintf(f, "%sdevice=%s@peer_ip=%s@peer_mac=%s", first ? "" : ",", mods[m]->dev_name,
-                    ip, mac);
-            first = false;
-        }
-        fprintf(f, "\n");
+        write_peer(f, procs[i], mods);
     }
 out:
     free(mods);

@@ -14,7 +14,6 @@
 #include "btl_usnic.h"
 
 #include <hwloc.h>
-#include <infiniband/verbs.h>
 #include <net/if.h>
 
 #include "opal/class/opal_free_list.h"
@@ -23,6 +22,7 @@
 #include "opal/mca/rcache/rcache.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_device.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_stats.h"
 #include "btl_usnic_wire.h"
@@ -35,10 +35,12 @@ enum {
     USNIC_NUM_CHANNELS = 2
 };
 
+/* A channel's books: the device's half is hw (btl_usnic_device.h), the
+ * rest is kept by btl_usnic_channel.c. */
 typedef struct {
     int index;                      /* USNIC_*_CHANNEL */
-    struct ibv_cq *cq;
-    struct ibv_qp *qp;
+    opal_btl_usnic_hwchan_t *hw;
+    uint32_t qp_num;
     int sd_num;                     /* send queue depth granted */
     int rd_num;                     /* receive queue depth granted */
     int cq_num;
@@ -46,8 +48,8 @@ typedef struct {
     uint32_t max_inline;
     uint32_t mtu;                   /* largest datagram payload (after the GRH) */
     opal_free_list_t recv_segs;
-    struct ibv_recv_wr *repost_head; /* receive buffers to hand back to the device */
-    struct ibv_recv_wr **repost_tail;
+    struct opal_btl_usnic_recv_seg_t *repost_head; /* receive buffers to hand back */
+    struct opal_btl_usnic_recv_seg_t **repost_tail;
     int repost_count;
     int repost_batch;               /* hand them back this many at a time */
     int unsignaled;                 /* sends posted since the last one asking for a completion */
@@ -58,12 +60,13 @@ typedef struct opal_btl_usnic_module_t {
     mca_btl_base_module_t super;
 
     /* the device */
-    struct ibv_context *context;
-    struct ibv_device_attr dev_attr;
-    char dev_name[IBV_SYSFS_NAME_MAX];
+    const opal_btl_usnic_device_ops_t *ops;
+    opal_btl_usnic_dev_t *dev;
+    opal_btl_usnic_dev_limits_t limits;
+    char dev_name[USNIC_DEV_NAME_MAX];
     uint8_t port_num;
     int gid_index;
-    union ibv_gid gid;
+    uint8_t gid[16];
     bool grh_ipv4;                  /* senders' addresses arrive as IPv4 headers (RoCE v2) */
     uint32_t port_mtu;              /* active MTU of the port in bytes */
 
@@ -77,7 +80,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t link_speed_mbps;
     int numa_distance;
 
-    struct ibv_pd *pd;
+    opal_btl_usnic_pd_t *pd;
     mca_rcache_base_module_t *rcache;
     size_t reg_bytes;               /* registered through the rcache now */
     bool reg_failure_shown;         /* the help message for a failed registration */
@@ -170,23 +173,6 @@ opal_btl_usnic_lookup_sender(opal_btl_usnic_module_t *m, uint64_t id)
     return ep;
 }
 
-/* Whether to ask for a completion of this send.  Inline data is copied when
- * the send is posted, so its buffer is free at once: only every
- * signal_every-th such send asks for a completion, which then returns the
- * send-queue slots of the silent ones before it (a queue completes in
- * order).  seg->wqes records how many slots that is. */
-static inline bool opal_btl_usnic_channel_signal(opal_btl_usnic_channel_t *ch,
-                                                 opal_btl_usnic_send_seg_t *seg)
-{
-    if (seg->len <= ch->max_inline && ch->unsignaled + 1 < ch->signal_every) {
-        ++ch->unsignaled;
-        return false;
-    }
-    seg->wqes = ch->unsignaled + 1;
-    ch->unsignaled = 0;
-    return true;
-}
-
 /* opal_free_list_get for the module's registered free lists.  Once a
  * registration failed, a list that comes up empty stops trying to grow:
  * every try costs an allocation and system calls, and frees come back
@@ -237,7 +223,13 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module);
  * Idempotent. */
 void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module);
 
-/* Progress one module: poll both channels, then run the send engine. */
+/* Forget an endpoint (del_procs, teardown); it lives on as a zombie while
+ * the device still owns segments that point at it (btl_usnic_btl.c). */
+void opal_btl_usnic_module_release_endpoint(opal_btl_usnic_module_t *module,
+                                            struct mca_btl_base_endpoint_t *ep);
+
+/* Progress one module: poll both channels, then run the send engine
+ * (btl_usnic_progress.c). */
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 
 /* Rate the module by its NUMA distance from this process (btl_usnic_hwloc.c). */

@@ -16,9 +16,11 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_recv.h"
+#include "btl_usnic_retrans.h"
 
 void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why)
 {
@@ -64,17 +66,13 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
 {
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
-    uint32_t mcp = module->max_chunk_payload;
-    uint32_t index = ch->frag_offset / mcp;
-    uint32_t full = ch->frag_size - ch->frag_offset;
+    uint16_t first_seq;
 
-    /* Chunks tile the fragment: chunk k sits at k * max_chunk_payload, is
-     * full unless last, and has sequence number first_seq + k.  Anything
-     * else (overlaps, holes) is dropped as bad. */
-    if (0 != ch->frag_offset % mcp || len != (full < mcp ? full : mcp)) {
+    if (!usnic_chunk_tiles(ch, module->max_chunk_payload)) {
         ++module->stats.num_badfrag_recvs;
         return false;
     }
+    first_seq = usnic_chunk_first_seq(ch, module->max_chunk_payload);
 
     if (NULL == ep->rx_frags) {
         ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
@@ -105,10 +103,10 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         slot->put_addr = ch->hdr.put_addr;
         slot->tag = ch->hdr.tag;
         slot->discard = false;
-        slot->first_seq = (uint16_t)(ch->hdr.pkt_seq - index);
+        slot->first_seq = first_seq;
         break;
     case USNIC_CHUNK_FITS:
-        if ((uint16_t)(ch->hdr.pkt_seq - index) != slot->first_seq) {
+        if (first_seq != slot->first_seq) {
             ++module->stats.num_badfrag_recvs;
             return false;
         }
@@ -152,10 +150,9 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
  * its GID.  The sender id in the header is only a claim. */
 static inline bool sent_by(const opal_btl_usnic_module_t *module,
                           const opal_btl_usnic_endpoint_t *ep, int channel, const uint8_t *grh,
-                          const struct ibv_wc *wc)
+                          const opal_btl_usnic_cqe_t *cqe)
 {
-    if (OPAL_UNLIKELY(!(wc->wc_flags & IBV_WC_GRH) ||
-                      wc->src_qp != ep->remote.qp_num[channel])) {
+    if (OPAL_UNLIKELY(!cqe->grh || cqe->src_qp != ep->remote.qp_num[channel])) {
         return false;
     }
     if (module->grh_ipv4) {
@@ -164,13 +161,35 @@ static inline bool sent_by(const opal_btl_usnic_module_t *module,
     return 0 == memcmp(grh + USNIC_GRH_SGID_OFF, ep->remote.gid, sizeof(ep->remote.gid));
 }
 
+/* Whether seq is new and inside the receive window; anything else is
+ * counted and answered with an ACK at once (the sender may be missing one). */
+static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                             uint16_t seq)
+{
+    switch (usnic_rx_classify(&ep->rx, seq)) {
+    case USNIC_RX_ACCEPT:
+        return true;
+    case USNIC_RX_DUP:
+        ++module->stats.num_dup_recvs;
+        break;
+    case USNIC_RX_OOW_LOW:
+        ++module->stats.num_oow_low_recvs;
+        break;
+    case USNIC_RX_OOW_HIGH:
+        ++module->stats.num_oow_high_recvs;
+        break;
+    }
+    opal_btl_usnic_schedule_ack(ep, true);
+    return false;
+}
+
 void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
-                         const struct ibv_wc *wc)
+                         const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[rseg->base.channel];
     usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
     opal_btl_usnic_endpoint_t *ep = NULL;
-    uint32_t byte_len = wc->byte_len;
+    uint32_t byte_len = cqe->len;
     usnic_pkt_result_t res;
     size_t len;
 
@@ -190,7 +209,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         ++module->stats.num_unk_recvs;
         goto repost;
     }
-    if (OPAL_UNLIKELY(!sent_by(module, ep, rseg->base.channel, rseg->buf, wc))) {
+    if (OPAL_UNLIKELY(!sent_by(module, ep, rseg->base.channel, rseg->buf, cqe))) {
         ++module->stats.num_forged_recvs;
         goto repost;
     }
@@ -202,20 +221,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
 
-    switch (usnic_rx_classify(&ep->rx, hdr->pkt_seq)) {
-    case USNIC_RX_ACCEPT:
-        break;
-    case USNIC_RX_DUP:
-        ++module->stats.num_dup_recvs;
-        opal_btl_usnic_schedule_ack(ep, true);
-        goto repost;
-    case USNIC_RX_OOW_LOW:
-        ++module->stats.num_oow_low_recvs;
-        opal_btl_usnic_schedule_ack(ep, true);
-        goto repost;
-    case USNIC_RX_OOW_HIGH:
-        ++module->stats.num_oow_high_recvs;
-        opal_btl_usnic_schedule_ack(ep, true);
+    if (OPAL_UNLIKELY(!in_window(module, ep, hdr->pkt_seq))) {
         goto repost;
     }
 
@@ -250,8 +256,5 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     }
 
 repost:
-    rseg->wr.next = NULL;
-    *chan->repost_tail = &rseg->wr;
-    chan->repost_tail = &rseg->wr.next;
-    ++chan->repost_count;
+    opal_btl_usnic_channel_queue_recv(chan, rseg);
 }

@@ -14,10 +14,10 @@
 BEGIN_C_DECLS
 
 /* Handle one received datagram, given its successful receive completion
- * (byte_len includes the GRH).  The buffer is queued for reposting before
- * this returns. */
+ * (its length includes the GRH).  The buffer is queued for reposting
+ * before this returns. */
 void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
-                         const struct ibv_wc *wc);
+                         const opal_btl_usnic_cqe_t *cqe);
 
 /* Drop and count a malformed packet, warning once past max_short_packets. */
 void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why);

@@ -4,7 +4,8 @@
  *
  * Send half of the reliability engine.  Every sequenced segment is
  * recorded in the endpoint's window until an ACK (btl_usnic_ack.c)
- * releases it; the endpoint's retransmit timer runs meanwhile.
+ * releases it; the endpoint's retransmit timer runs meanwhile
+ * (btl_usnic_retrans.c).
  */
 
 #include "opal_config.h"
@@ -15,12 +16,13 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
-#include "btl_usnic_verbs.h"
 
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
@@ -38,11 +40,10 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
     opal_btl_usnic_check_rts(ep);
 }
 
-/* Post a segment; a post failure means the device is gone. */
-static void post_or_die(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_verbs_post(module, ep, seg, channel))) {
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
         opal_btl_usnic_module_fatal(module, NULL);
         return;
     }
@@ -74,22 +75,10 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
-    post_or_die(module, ep, seg, channel);
+    opal_btl_usnic_send_post(module, ep, seg, channel);
 
-    /* One clock read, after the post, and only when something starts: a
-     * round-trip sample, or (first segment in flight) the retransmit timer
-     * and the dead-peer clock, which run only while data is unacknowledged. */
     if (!ep->rtt_timing || !ep->on_timer_list) {
-        double now = opal_btl_usnic_now_us();
-        if (!ep->rtt_timing) {
-            ep->rtt_timing = true;
-            ep->rtt_seq = seq;
-            ep->rtt_start_us = now;
-        }
-        if (!ep->on_timer_list) {
-            ep->last_ack_time = now / 1e6;
-            opal_btl_usnic_timer_start(ep, now);
-        }
+        opal_btl_usnic_retrans_first_send(ep, seq);
     }
 
     inflight = usnic_tx_window_inflight(&ep->tx);
@@ -312,44 +301,11 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     return true;
 }
 
-/* Timed-out segments go out again, a bounded number per pass so that
- * receives (and with them ACKs) keep being processed. */
-static void do_resends(opal_btl_usnic_module_t *module)
-{
-    opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
-    int n = 0;
-
-    while (data->sd_wqe > 0 && n < usnic_component.max_resends_per_iteration &&
-           !opal_list_is_empty(&module->pending_resend_segs)) {
-        opal_list_item_t *li = opal_list_remove_first(&module->pending_resend_segs);
-        opal_btl_usnic_send_seg_t *seg = usnic_container_of(li, opal_btl_usnic_send_seg_t,
-                                                            resend_li);
-        opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
-
-        seg->on_resend_list = false;
-        if (ep->failed) {
-            continue;
-        }
-        /* A resent segment's ACK says nothing about the round trip. */
-        if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
-            ep->rtt_timing = false;
-        }
-        /* Still owned by the device from the previous post: it goes out
-         * anyway, and the timer still runs. */
-        if (0 == seg->posted) {
-            seg->hdr->ack_present = 0;
-            post_or_die(module, ep, seg, USNIC_DATA_CHANNEL);
-            ++module->stats.num_resends;
-            ++n;
-        }
-    }
-}
-
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
 
-    do_resends(module);
+    opal_btl_usnic_retrans_resend(module);
 
     while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =

@@ -2,8 +2,8 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * The send half of the reliability engine: sequencing, posting, chunking,
- * retransmits and send completions.
+ * The send half of the reliability engine: sequencing, posting, chunking
+ * and send completions.
  */
 
 #ifndef BTL_USNIC_SEND_H
@@ -24,6 +24,11 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
 /* Try the priority-channel fast path for a small frag: true if it went out. */
 bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_frag_t *frag);
+
+/* Post a segment (first send or resend); a failure means the device is
+ * gone and is fatal. */
+void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_seg_t *seg, int channel);
 
 /* Resends, then new sends, then due standalone ACKs. */
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module);

@@ -2,8 +2,10 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Verbs glue: device scan, UD channels, posting, address handles and
- * memory registration.  The rest of the component never calls libibverbs.
+ * Verbs glue: the device operations (btl_usnic_device.h) over libibverbs:
+ * device scan, UD channels, posting and polling, address handles, memory
+ * registration and asynchronous events.  The only file that includes
+ * <infiniband/verbs.h>; it keeps none of the component's books.
  */
 
 #include "opal_config.h"
@@ -13,19 +15,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "opal/constants.h"
 #include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
-#include "opal/util/error.h"
+#include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
+#include <hwloc/openfabrics-verbs.h>
+#include <infiniband/verbs.h>
+
 #include "btl_usnic.h"
-#include "btl_usnic_endpoint.h"
-#include "btl_usnic_module.h"
+#include "btl_usnic_device.h"
+#include "btl_usnic_frag.h"
 #include "btl_usnic_util.h"
-#include "btl_usnic_verbs.h"
+
+/* The opaque handles are the verbs objects themselves, except a channel. */
+#define CTX(dev) ((struct ibv_context *) (dev))
+#define PD(pd) ((struct ibv_pd *) (pd))
+
+struct opal_btl_usnic_hwchan {
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t max_inline;
+    const char *dev_name;           /* for messages */
+};
 
 /* An IPv4-mapped GID: ::ffff:a.b.c.d */
 static bool gid_is_ipv4(const union ibv_gid *gid)
@@ -86,7 +100,7 @@ static int find_gid(struct ibv_context *ctx, const char *dev_name, uint8_t port,
             continue;
         }
         out->gid_index = i;
-        out->gid = entry.gid;
+        memcpy(out->gid, entry.gid.raw, sizeof(out->gid));
         out->netdev_kindex = (int) entry.ndev_ifindex;
         out->grh_ipv4 = IBV_GID_TYPE_ROCE_V2 == entry.gid_type && gid_is_ipv4(&entry.gid);
         return OPAL_SUCCESS;
@@ -96,7 +110,54 @@ static int find_gid(struct ibv_context *ctx, const char *dev_name, uint8_t port,
     return OPAL_ERR_NOT_FOUND;
 }
 
-int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
+/* Add the usable ports of an open device; true if there was one. */
+static bool add_ports(struct ibv_context *ctx, const char *name, uint8_t nports,
+                      opal_btl_usnic_port_t **ports, int *n)
+{
+    bool used = false;
+
+    for (uint8_t p = 1; p <= nports; ++p) {
+        struct ibv_port_attr pa;
+        opal_btl_usnic_port_t port;
+
+        if (0 != ibv_query_port(ctx, p, &pa)) {
+            opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                           opal_process_info.nodename, name, "ibv_query_port",
+                           strerror(errno));
+            continue;
+        }
+        if (IBV_PORT_ACTIVE != pa.state) {
+            usnic_verbose(5, "%s: %s port %u: not ACTIVE, skipped",
+                          opal_process_info.nodename, name, p);
+            continue;
+        }
+        if (IBV_LINK_LAYER_ETHERNET != pa.link_layer) {
+            usnic_verbose(5, "%s: %s port %u: not Ethernet, skipped",
+                          opal_process_info.nodename, name, p);
+            continue;
+        }
+        memset(&port, 0, sizeof(port));
+        if (OPAL_SUCCESS != find_gid(ctx, name, p, pa.gid_tbl_len, &port)) {
+            continue;
+        }
+        port.dev = (opal_btl_usnic_dev_t *) ctx;
+        snprintf(port.dev_name, sizeof(port.dev_name), "%s", name);
+        port.port_num = p;
+        port.port_mtu = 128u << pa.active_mtu;
+        port.link_speed_mbps = port_speed_mbps(&pa);
+
+        opal_btl_usnic_port_t *grown = realloc(*ports, (*n + 1) * sizeof(**ports));
+        if (NULL == grown) {
+            break;
+        }
+        *ports = grown;
+        (*ports)[(*n)++] = port;
+        used = true;
+    }
+    return used;
+}
+
+static int verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
 {
     int num_devs = 0, n = 0;
     struct ibv_device **devs = ibv_get_device_list(&num_devs);
@@ -140,44 +201,7 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
             ibv_close_device(ctx);
             continue;
         }
-        for (uint8_t p = 1; p <= da.phys_port_cnt; ++p) {
-            struct ibv_port_attr pa;
-            opal_btl_usnic_port_t port;
-
-            if (0 != ibv_query_port(ctx, p, &pa)) {
-                opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                               opal_process_info.nodename, name, "ibv_query_port",
-                               strerror(errno));
-                continue;
-            }
-            if (IBV_PORT_ACTIVE != pa.state) {
-                usnic_verbose(5, "%s: %s port %u: not ACTIVE, skipped",
-                              opal_process_info.nodename, name, p);
-                continue;
-            }
-            if (IBV_LINK_LAYER_ETHERNET != pa.link_layer) {
-                usnic_verbose(5, "%s: %s port %u: not Ethernet, skipped",
-                              opal_process_info.nodename, name, p);
-                continue;
-            }
-            memset(&port, 0, sizeof(port));
-            if (OPAL_SUCCESS != find_gid(ctx, name, p, pa.gid_tbl_len, &port)) {
-                continue;
-            }
-            port.context = ctx;
-            snprintf(port.dev_name, sizeof(port.dev_name), "%s", name);
-            port.port_num = p;
-            port.port_mtu = 128u << pa.active_mtu;
-            port.link_speed_mbps = port_speed_mbps(&pa);
-
-            opal_btl_usnic_port_t *grown = realloc(ports, (n + 1) * sizeof(*ports));
-            if (NULL == grown) {
-                break;
-            }
-            ports = grown;
-            ports[n++] = port;
-            used = true;
-        }
+        used = add_ports(ctx, name, da.phys_port_cnt, &ports, &n);
         /* A context shared by several ports is closed with the last module. */
         if (!used) {
             ibv_close_device(ctx);
@@ -189,228 +213,292 @@ int opal_btl_usnic_verbs_find_ports(opal_btl_usnic_port_t **ports_out, int *num_
     return OPAL_SUCCESS;
 }
 
-static int modify_qp(opal_btl_usnic_module_t *module, struct ibv_qp *qp,
-                     struct ibv_qp_attr *attr, int mask, const char *what)
+static void verbs_close(opal_btl_usnic_dev_t *dev)
 {
-    int rc = ibv_modify_qp(qp, attr, mask);
+    ibv_close_device(CTX(dev));
+}
+
+static int verbs_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
+                       opal_btl_usnic_dev_limits_t *limits)
+{
+    struct ibv_device_attr da;
+
+    if (0 != ibv_query_device(CTX(dev), &da)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                       opal_process_info.nodename, dev_name, "ibv_query_device",
+                       strerror(errno));
+        return OPAL_ERROR;
+    }
+    limits->max_qp_wr = da.max_qp_wr;
+    limits->max_cqe = da.max_cqe;
+    return OPAL_SUCCESS;
+}
+
+static int verbs_cpuset(opal_btl_usnic_dev_t *dev, hwloc_topology_t topo, hwloc_bitmap_t set)
+{
+    return hwloc_ibv_get_device_cpuset(topo, CTX(dev)->device, set);
+}
+
+static opal_btl_usnic_pd_t *verbs_pd_alloc(opal_btl_usnic_dev_t *dev, const char *dev_name)
+{
+    struct ibv_pd *pd = ibv_alloc_pd(CTX(dev));
+
+    if (NULL == pd) {
+        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                       opal_process_info.nodename, dev_name, "ibv_alloc_pd", strerror(errno));
+    }
+    return (opal_btl_usnic_pd_t *) pd;
+}
+
+static void verbs_pd_free(opal_btl_usnic_pd_t *pd)
+{
+    ibv_dealloc_pd(PD(pd));
+}
+
+static int verbs_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len,
+                         opal_btl_usnic_mr_t **mr, uint32_t *lkey)
+{
+    struct ibv_mr *m;
+
+    errno = 0;
+    m = ibv_reg_mr(PD(pd), base, len, IBV_ACCESS_LOCAL_WRITE);
+    if (NULL == m) {
+        return 0 != errno ? errno : ENOMEM;
+    }
+    *mr = (opal_btl_usnic_mr_t *) m;
+    *lkey = m->lkey;
+    return 0;
+}
+
+static void verbs_dereg_mem(opal_btl_usnic_mr_t *mr)
+{
+    ibv_dereg_mr((struct ibv_mr *) mr);
+}
+
+static int modify_qp(struct opal_btl_usnic_hwchan *ch, struct ibv_qp_attr *attr, int mask,
+                     const char *what)
+{
+    int rc = ibv_modify_qp(ch->qp, attr, mask);
     if (0 != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, what, strerror(rc));
+                       opal_process_info.nodename, ch->dev_name, what, strerror(rc));
         return OPAL_ERROR;
     }
     return OPAL_SUCCESS;
 }
 
-int opal_btl_usnic_verbs_channel_init(opal_btl_usnic_module_t *module, int index, int sd_num,
-                                      int rd_num, int cq_num, uint32_t mtu)
+static void verbs_chan_destroy(opal_btl_usnic_hwchan_t *ch)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[index];
+    /* The QP goes before its CQ. */
+    if (NULL != ch->qp) {
+        ibv_destroy_qp(ch->qp);
+    }
+    if (NULL != ch->cq) {
+        ibv_destroy_cq(ch->cq);
+    }
+    free(ch);
+}
+
+/* The UD queue pair of a channel; NULL (with the message shown) on failure. */
+static struct ibv_qp *create_qp(opal_btl_usnic_pd_t *pd, struct opal_btl_usnic_hwchan *ch,
+                                const opal_btl_usnic_chan_req_t *req, struct ibv_qp_init_attr *qia)
+{
+    struct ibv_qp *qp;
+
+    memset(qia, 0, sizeof(*qia));
+    qia->send_cq = ch->cq;
+    qia->recv_cq = ch->cq;
+    qia->qp_type = IBV_QPT_UD;
+    qia->sq_sig_all = 0;           /* sends ask for completions themselves */
+    qia->cap.max_send_wr = req->sd_num;
+    qia->cap.max_recv_wr = req->rd_num;
+    qia->cap.max_send_sge = 1;
+    qia->cap.max_recv_sge = 1;
+    qia->cap.max_inline_data = 128;
+    qp = ibv_create_qp(PD(pd), qia);
+    if (NULL == qp) {
+        /* Some providers have no inline data; ask again without. */
+        qia->cap.max_inline_data = 0;
+        qp = ibv_create_qp(PD(pd), qia);
+    }
+    if (NULL == qp) {
+        opal_show_help("help-mpi-btl-usnic.txt", "create ibv resource failed", true,
+                       opal_process_info.nodename, req->dev_name, "ibv_create_qp",
+                       strerror(errno), req->sd_num + req->rd_num);
+    }
+    return qp;
+}
+
+static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
+                             const opal_btl_usnic_chan_req_t *req,
+                             opal_btl_usnic_chan_info_t *info, opal_btl_usnic_hwchan_t **out)
+{
+    struct opal_btl_usnic_hwchan *ch = calloc(1, sizeof(*ch));
     struct ibv_qp_init_attr qia;
     struct ibv_qp_attr qa;
-    int rc;
 
-    memset(chan, 0, sizeof(*chan));
-    chan->index = index;
-    chan->mtu = mtu;
-    chan->repost_tail = &chan->repost_head;
-    OBJ_CONSTRUCT(&chan->recv_segs, opal_free_list_t);
-
-    chan->cq = ibv_create_cq(module->context, cq_num, NULL, NULL, 0);
-    if (NULL == chan->cq) {
-        opal_show_help("help-mpi-btl-usnic.txt", "create ibv resource failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_create_cq",
-                       strerror(errno), cq_num);
+    if (NULL == ch) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    chan->cq_num = cq_num;
-
-    memset(&qia, 0, sizeof(qia));
-    qia.send_cq = chan->cq;
-    qia.recv_cq = chan->cq;
-    qia.qp_type = IBV_QPT_UD;
-    qia.sq_sig_all = 0;           /* sends ask for completions themselves */
-    qia.cap.max_send_wr = sd_num;
-    qia.cap.max_recv_wr = rd_num;
-    qia.cap.max_send_sge = 1;
-    qia.cap.max_recv_sge = 1;
-    qia.cap.max_inline_data = 128;
-    chan->qp = ibv_create_qp(module->pd, &qia);
-    if (NULL == chan->qp) {
-        /* Some providers have no inline data; ask again without. */
-        qia.cap.max_inline_data = 0;
-        chan->qp = ibv_create_qp(module->pd, &qia);
-    }
-    if (NULL == chan->qp) {
+    ch->dev_name = req->dev_name;
+    *out = ch;
+    ch->cq = ibv_create_cq(CTX(dev), req->cq_num, NULL, NULL, 0);
+    if (NULL == ch->cq) {
         opal_show_help("help-mpi-btl-usnic.txt", "create ibv resource failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_create_qp",
-                       strerror(errno), sd_num + rd_num);
+                       opal_process_info.nodename, req->dev_name, "ibv_create_cq",
+                       strerror(errno), req->cq_num);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ch->qp = create_qp(pd, ch, req, &qia);
+    if (NULL == ch->qp) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     /* The provider may grant more than asked; use what it granted. */
-    chan->sd_num = chan->sd_wqe = qia.cap.max_send_wr;
-    chan->rd_num = qia.cap.max_recv_wr < (uint32_t) rd_num ? (int) qia.cap.max_recv_wr : rd_num;
-    chan->max_inline = qia.cap.max_inline_data;
+    info->qp_num = ch->qp->qp_num;
+    info->sd_num = (int) qia.cap.max_send_wr;
+    info->rd_num = qia.cap.max_recv_wr < (uint32_t) req->rd_num ? (int) qia.cap.max_recv_wr
+                                                                 : req->rd_num;
+    info->max_inline = ch->max_inline = qia.cap.max_inline_data;
 
     memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_INIT;
     qa.pkey_index = 0;
-    qa.port_num = module->port_num;
-    qa.qkey = usnic_component.qkey;
-    rc = modify_qp(module, chan->qp, &qa,
-                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
-                   "ibv_modify_qp(INIT)");
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
+    qa.port_num = req->port_num;
+    qa.qkey = req->qkey;
+    return modify_qp(ch, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY,
+                     "ibv_modify_qp(INIT)");
+}
 
-    /* Receive buffers: GRH + datagram, one registered slab. */
-    rc = opal_free_list_init(&chan->recv_segs, sizeof(opal_btl_usnic_recv_seg_t),
-                             opal_cache_line_size, OBJ_CLASS(opal_btl_usnic_recv_seg_t),
-                             USNIC_GRH_LEN + mtu, opal_cache_line_size, chan->rd_num,
-                             chan->rd_num, chan->rd_num, NULL, 0, module->rcache,
-                             opal_btl_usnic_recv_seg_init, chan);
-    if (OPAL_SUCCESS != rc) {
-        opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,
-                       opal_process_info.nodename, module->dev_name,
-                       "receive buffer allocation", opal_strerror(rc));
-        return rc;
-    }
-    for (int i = 0; i < chan->rd_num; ++i) {
-        opal_btl_usnic_recv_seg_t *rseg = (opal_btl_usnic_recv_seg_t *)
-            opal_free_list_get_st(&chan->recv_segs);
-        if (NULL == rseg) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        rseg->wr.next = NULL;
-        *chan->repost_tail = &rseg->wr;
-        chan->repost_tail = &rseg->wr.next;
-        ++chan->repost_count;
-    }
-    rc = opal_btl_usnic_verbs_repost(module, index);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
+static int verbs_chan_start(opal_btl_usnic_hwchan_t *ch)
+{
+    struct ibv_qp_attr qa;
+    int rc;
 
+    memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_RTR;
-    rc = modify_qp(module, chan->qp, &qa, IBV_QP_STATE, "ibv_modify_qp(RTR)");
+    rc = modify_qp(ch, &qa, IBV_QP_STATE, "ibv_modify_qp(RTR)");
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
     qa.qp_state = IBV_QPS_RTS;
     qa.sq_psn = 0;
-    return modify_qp(module, chan->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN, "ibv_modify_qp(RTS)");
+    return modify_qp(ch, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN, "ibv_modify_qp(RTS)");
 }
 
-void opal_btl_usnic_verbs_channel_fini(opal_btl_usnic_module_t *module, int index)
+static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_t *dest,
+                           const void *buf, uint32_t len, uint32_t lkey, bool signalled,
+                           void *cookie)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[index];
-    (void) module;
-
-    /* The QP goes before its CQ and before the buffers it may still use. */
-    if (NULL != chan->qp) {
-        ibv_destroy_qp(chan->qp);
-        chan->qp = NULL;
-    }
-    if (NULL != chan->cq) {
-        ibv_destroy_cq(chan->cq);
-        chan->cq = NULL;
-    }
-    OBJ_DESTRUCT(&chan->recv_segs);
-}
-
-int opal_btl_usnic_verbs_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    opal_btl_usnic_channel_t *chan = &module->channels[channel];
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge;
-    bool signaled;
     int rc;
 
-    sge.addr = (uintptr_t) seg->hdr;
-    sge.length = seg->len;
-    sge.lkey = seg->lkey;
-
+    sge.addr = (uintptr_t) buf;
+    sge.length = len;
+    sge.lkey = lkey;
     memset(&wr, 0, sizeof(wr));
-    signaled = opal_btl_usnic_channel_signal(chan, seg);
-    wr.wr_id = signaled ? (uintptr_t) &seg->base : 0;
+    wr.wr_id = (uintptr_t) cookie;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
-    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-    if (seg->len <= chan->max_inline) {
+    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+    if (len <= ch->max_inline) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
-    wr.wr.ud.ah = ep->ah;
-    wr.wr.ud.remote_qpn = ep->remote.qp_num[channel];
-    wr.wr.ud.remote_qkey = ep->remote.qkey;
-
-    seg->base.channel = channel;
-    rc = ibv_post_send(chan->qp, &wr, &bad);
+    wr.wr.ud.ah = (struct ibv_ah *) dest->ah;
+    wr.wr.ud.remote_qpn = dest->qpn;
+    wr.wr.ud.remote_qkey = dest->qkey;
+    rc = ibv_post_send(ch->qp, &wr, &bad);
     if (OPAL_UNLIKELY(0 != rc)) {
         opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_post_send",
-                       strerror(rc));
+                       opal_process_info.nodename, ch->dev_name, "ibv_post_send", strerror(rc));
         return OPAL_ERROR;
     }
-    --chan->sd_wqe;
-    seg->posted += signaled;
-    ++module->stats.num_total_sends;
     return OPAL_SUCCESS;
 }
 
-int opal_btl_usnic_verbs_repost(opal_btl_usnic_module_t *module, int channel)
+/* Receive work requests are built on the stack, this many per call. */
+#define RECV_BATCH 64
+
+static int verbs_post_recv(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_recv_seg_t *first)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[channel];
-    struct ibv_recv_wr *bad;
-    int rc;
+    struct ibv_recv_wr wr[RECV_BATCH], *bad;
+    struct ibv_sge sge[RECV_BATCH];
 
-    if (NULL == chan->repost_head) {
-        return OPAL_SUCCESS;
+    while (NULL != first) {
+        int n = 0, rc;
+
+        for (; NULL != first && n < RECV_BATCH; first = first->next, ++n) {
+            sge[n].addr = (uintptr_t) first->buf;
+            sge[n].length = first->len;
+            sge[n].lkey = first->lkey;
+            wr[n].wr_id = (uintptr_t) &first->base;
+            wr[n].sg_list = &sge[n];
+            wr[n].num_sge = 1;
+            wr[n].next = &wr[n + 1];
+        }
+        wr[n - 1].next = NULL;
+        rc = ibv_post_recv(ch->qp, wr, &bad);
+        if (OPAL_UNLIKELY(0 != rc)) {
+            opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                           opal_process_info.nodename, ch->dev_name, "ibv_post_recv",
+                           strerror(rc));
+            return OPAL_ERROR;
+        }
     }
-    *chan->repost_tail = NULL;
-    rc = ibv_post_recv(chan->qp, chan->repost_head, &bad);
-    if (OPAL_UNLIKELY(0 != rc)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, module->dev_name, "ibv_post_recv",
-                       strerror(rc));
-        return OPAL_ERROR;
-    }
-    module->stats.num_recv_reposts += chan->repost_count;
-    chan->repost_head = NULL;
-    chan->repost_tail = &chan->repost_head;
-    chan->repost_count = 0;
     return OPAL_SUCCESS;
 }
 
-int opal_btl_usnic_verbs_create_ah(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+static int verbs_poll(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int max)
+{
+    struct ibv_wc wc[32];
+    int n = ibv_poll_cq(ch->cq, max < 32 ? max : 32, wc);
+
+    if (OPAL_UNLIKELY(n < 0)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                       opal_process_info.nodename, ch->dev_name, "ibv_poll_cq", strerror(-n));
+        return -1;
+    }
+    for (int i = 0; i < n; ++i) {
+        cqe[i].cookie = (void *)(uintptr_t) wc[i].wr_id;
+        cqe[i].status = OPAL_LIKELY(IBV_WC_SUCCESS == wc[i].status) ? USNIC_CQE_OK
+                        : IBV_WC_WR_FLUSH_ERR == wc[i].status     ? USNIC_CQE_FLUSHED
+                                                                   : USNIC_CQE_ERROR;
+        cqe[i].code = (int) wc[i].status;
+        cqe[i].len = wc[i].byte_len;
+        cqe[i].src_qp = wc[i].src_qp;
+        cqe[i].grh = 0 != (wc[i].wc_flags & IBV_WC_GRH);
+    }
+    return n;
+}
+
+static const char *verbs_status_str(int code)
+{
+    return ibv_wc_status_str((enum ibv_wc_status) code);
+}
+
+static int verbs_ah_create(opal_btl_usnic_pd_t *pd, uint8_t port_num, int gid_index,
+                           const uint8_t gid[16], opal_btl_usnic_ah_t **ah)
 {
     struct ibv_ah_attr aa;
 
     memset(&aa, 0, sizeof(aa));
     aa.is_global = 1;
-    memcpy(aa.grh.dgid.raw, ep->remote.gid, sizeof(aa.grh.dgid.raw));
-    aa.grh.sgid_index = (uint8_t) module->gid_index;
+    memcpy(aa.grh.dgid.raw, gid, sizeof(aa.grh.dgid.raw));
+    aa.grh.sgid_index = (uint8_t) gid_index;
     aa.grh.hop_limit = 64;
-    aa.port_num = module->port_num;
+    aa.port_num = port_num;
     errno = 0;
-    ep->ah = ibv_create_ah(module->pd, &aa);
-    if (NULL == ep->ah) {
+    *ah = (opal_btl_usnic_ah_t *) ibv_create_ah(PD(pd), &aa);
+    if (NULL == *ah) {
         return 0 != errno ? errno : EINVAL;
     }
     return 0;
 }
 
-/* The module of a context and port, if any. */
-static opal_btl_usnic_module_t *module_of(struct ibv_context *ctx, int port)
+static void verbs_ah_destroy(opal_btl_usnic_ah_t *ah)
 {
-    for (int i = 0; i < usnic_component.num_modules; ++i) {
-        opal_btl_usnic_module_t *m = &usnic_component.modules[i];
-        if (m->context == ctx && (port <= 0 || m->port_num == port)) {
-            return m;
-        }
-    }
-    return NULL;
+    ibv_destroy_ah((struct ibv_ah *) ah);
 }
 
 static void async_event_cb(int fd, short flags, void *arg)
@@ -422,8 +510,8 @@ static void async_event_cb(int fd, short flags, void *arg)
 
     while (0 == ibv_get_async_event(ctx, &ae)) {
         enum ibv_event_type type = ae.event_type;
+        bool informational;
         int port = -1;
-        opal_btl_usnic_module_t *m;
 
         switch (type) {
         case IBV_EVENT_PORT_ACTIVE:
@@ -439,30 +527,23 @@ static void async_event_cb(int fd, short flags, void *arg)
             break;
         }
         ibv_ack_async_event(&ae);
-        m = module_of(ctx, port);
-        /* Informational events; everything else leaves the device unusable. */
-        if (IBV_EVENT_PORT_ACTIVE == type || IBV_EVENT_LID_CHANGE == type ||
-            IBV_EVENT_PKEY_CHANGE == type || IBV_EVENT_SM_CHANGE == type ||
-            IBV_EVENT_CLIENT_REREGISTER == type || IBV_EVENT_GID_CHANGE == type ||
-            NULL == m || m->dead) {
-            usnic_verbose(5, "%s: %s: async event \"%s\" (port %d) ignored",
-                          opal_process_info.nodename, ibv_get_device_name(ctx->device),
-                          ibv_event_type_str(type), port);
-            continue;
-        }
-        opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
-                       m->dev_name, m->if_name, ibv_event_type_str(type), (int) type, port);
-        opal_btl_usnic_module_fatal(m, NULL);
+        /* Everything but these leaves the device unusable. */
+        informational = IBV_EVENT_PORT_ACTIVE == type || IBV_EVENT_LID_CHANGE == type ||
+                        IBV_EVENT_PKEY_CHANGE == type || IBV_EVENT_SM_CHANGE == type ||
+                        IBV_EVENT_CLIENT_REREGISTER == type || IBV_EVENT_GID_CHANGE == type;
+        opal_btl_usnic_device_event((opal_btl_usnic_dev_t *) ctx, port, !informational,
+                                    ibv_event_type_str(type), (int) type);
     }
 }
 
-void opal_btl_usnic_verbs_async_drain(struct ibv_context *ctx)
+static void verbs_async_drain(opal_btl_usnic_dev_t *dev)
 {
-    async_event_cb(-1, 0, ctx);
+    async_event_cb(-1, 0, CTX(dev));
 }
 
-int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev)
+static int verbs_async_start(opal_btl_usnic_dev_t *dev, opal_event_t *ev)
 {
+    struct ibv_context *ctx = CTX(dev);
     int fl = fcntl(ctx->async_fd, F_GETFL);
 
     if (fl < 0 || 0 != fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK)) {
@@ -474,46 +555,30 @@ int opal_btl_usnic_verbs_async_start(struct ibv_context *ctx, opal_event_t *ev)
     return OPAL_SUCCESS;
 }
 
-void opal_btl_usnic_verbs_async_stop(opal_event_t *ev)
+static void verbs_async_stop(opal_event_t *ev)
 {
     opal_event_del(ev);
 }
 
-int opal_btl_usnic_verbs_reg_mem(void *reg_data, void *base, size_t size,
-                                 mca_rcache_base_registration_t *reg)
-{
-    opal_btl_usnic_module_t *module = reg_data;
-    opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
-
-    ureg->mr = ibv_reg_mr(module->pd, base, size, IBV_ACCESS_LOCAL_WRITE);
-    if (NULL == ureg->mr) {
-        /* The component goes on with the buffers it has: say so once. */
-        if (!module->reg_failure_shown) {
-            struct rlimit rl;
-            char limit[32] = "unlimited";
-            if (0 == getrlimit(RLIMIT_MEMLOCK, &rl) && RLIM_INFINITY != rl.rlim_cur) {
-                snprintf(limit, sizeof(limit), "%lu bytes", (unsigned long) rl.rlim_cur);
-            }
-            module->reg_failure_shown = true;
-            opal_show_help("help-mpi-btl-usnic.txt", "registration failed", true,
-                           opal_process_info.nodename, module->dev_name, (unsigned long) size,
-                           (unsigned long) module->reg_bytes, limit, strerror(errno));
-        }
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    module->reg_bytes += size;
-    return OPAL_SUCCESS;
-}
-
-int opal_btl_usnic_verbs_dereg_mem(void *reg_data, mca_rcache_base_registration_t *reg)
-{
-    opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
-    opal_btl_usnic_module_t *module = reg_data;
-
-    if (NULL != ureg->mr) {
-        module->reg_bytes -= ureg->mr->length;
-        ibv_dereg_mr(ureg->mr);
-        ureg->mr = NULL;
-    }
-    return OPAL_SUCCESS;
-}
+const opal_btl_usnic_device_ops_t opal_btl_usnic_verbs_ops = {
+    .find_ports = verbs_find_ports,
+    .close = verbs_close,
+    .query = verbs_query,
+    .cpuset = verbs_cpuset,
+    .pd_alloc = verbs_pd_alloc,
+    .pd_free = verbs_pd_free,
+    .reg_mem = verbs_reg_mem,
+    .dereg_mem = verbs_dereg_mem,
+    .chan_create = verbs_chan_create,
+    .chan_start = verbs_chan_start,
+    .chan_destroy = verbs_chan_destroy,
+    .post_send = verbs_post_send,
+    .post_recv = verbs_post_recv,
+    .poll = verbs_poll,
+    .status_str = verbs_status_str,
+    .ah_create = verbs_ah_create,
+    .ah_destroy = verbs_ah_destroy,
+    .async_start = verbs_async_start,
+    .async_stop = verbs_async_stop,
+    .async_drain = verbs_async_drain,
+};

@@ -195,4 +195,24 @@ typedef enum {
 usnic_chunk_class_t usnic_rx_classify_chunk(const usnic_rx_frag_t *slot,
                                             const usnic_btl_chunk_header_t *ch);
 
+/* Chunks tile their fragment: chunk k starts at k * chunk_payload, is full
+ * unless it is the last, and carries sequence number first_seq + k.
+ * Anything else (overlaps, holes) is malformed.  ch passed
+ * usnic_pkt_validate (offset inside the fragment). */
+static inline bool usnic_chunk_tiles(const usnic_btl_chunk_header_t *ch, uint32_t chunk_payload)
+{
+    uint32_t left = ch->frag_size - ch->frag_offset;
+
+    return 0 == ch->frag_offset % chunk_payload &&
+           ch->hdr.payload_len == (left < chunk_payload ? left : chunk_payload);
+}
+
+/* The sequence number of chunk 0 of ch's fragment, for a chunk that tiles:
+ * every chunk of one fragment must name the same. */
+static inline uint16_t usnic_chunk_first_seq(const usnic_btl_chunk_header_t *ch,
+                                             uint32_t chunk_payload)
+{
+    return (uint16_t)(ch->hdr.pkt_seq - ch->frag_offset / chunk_payload);
+}
+
 #endif /* BTL_USNIC_WINDOW_H */

@@ -39,8 +39,7 @@ done
 # usnic_send* stands for usnic_send and usnic_sendi: callgrind 3.19 ignores
 # --toggle-collect=usnic_sendi when usnic_send and another name come after it.
 counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_module_progress)
-excluded=(fake_poll_cq opal_btl_usnic_verbs_post opal_btl_usnic_verbs_repost pml_recv
-          pml_send_done)
+excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done)
 phases=(ping idle chunk)
 for n in 1 100 1000 10000; do phases+=("scale-$n" "scale-$n-idle"); done
 
@@ -86,7 +85,7 @@ measure() {
                 file = f; sub(/:[^:]*$/, "", file); sub(/^.*:/, "", f)
                 cost[f] += v
                 if (o != "") { sub(/.*\//, "", o); obj[f] = o }
-                if (file ~ /(fake_verbs|engine_world|engine_bench)\.c$/) harness[f] = 1
+                if (file ~ /(fake_device|engine_world|engine_bench)\.c$/) harness[f] = 1
             }
             END { for (f in cost) printf "%d %s %s%s\n", cost[f], f, (f in obj) ? obj[f] : "?",
                                          (f in harness) ? " HARNESS" : "" }' |
@@ -152,9 +151,9 @@ byobj() {
     echo
     echo "Counted: everything executed inside \`btl_sendi\`, \`btl_prepare_src\`, \`btl_send\` and"
     echo "\`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
-    echo "fake device (\`opal_btl_usnic_verbs_post\`, \`opal_btl_usnic_verbs_repost\`, its"
-    echo "\`ibv_poll_cq\` provider function \`fake_poll_cq\`, and the network that carries datagrams"
-    echo "between the modules), which stands in for the verbs glue and the NIC; the test PML's"
+    echo "fake device's operations (\`fake_post_send\`, \`fake_post_recv\`, \`fake_poll\`) and the"
+    echo "network that carries datagrams between the modules, which stand in for the verbs glue"
+    echo "and the NIC (the component's books above the device table are counted); the test PML's"
     echo "callbacks (\`pml_recv\`, \`pml_send_done\`); and the PML's own work around the calls"
     echo "(convertor set-up, headers), as in ob1."
     echo

@@ -46,7 +46,6 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
-#include "btl_usnic_verbs.h"
 
 #include "engine_world.h"
 
@@ -403,7 +402,7 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
         OBJ_RELEASE(ep);
         return NULL;
     }
-    opal_btl_usnic_verbs_create_ah(m, ep);
+    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ep->ah);
     up->endpoints[s] = ep;
     opal_hash_table_set_value_uint64(&m->senders, up->hashed_name, ep);
     opal_list_append(&m->all_endpoints, &ep->all_li);

@@ -88,7 +88,7 @@
 #include "btl_usnic_wire.h"
 
 #include "engine_world.h"
-#include "fake_verbs.h"
+#include "fake_device.h"
 #include "fuzz_recv.h"
 
 #define GUARD 4096

@@ -24,7 +24,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
-#include "btl_usnic_verbs.h"
+#include "btl_usnic_retrans.h"
 
 #include "engine_world.h"
 
@@ -68,39 +68,29 @@ void world_fill(uint8_t *buf, uint64_t id, size_t len)
 /* ------------------------------------------------------------------ */
 /* building and tearing down                                           */
 
-/* As btl_usnic_module.c init_free_list, without a registration cache. */
-static int init_free_list(opal_free_list_t *fl, size_t elem_size, opal_class_t *cls,
-                          size_t payload, int n0, int inc, opal_free_list_item_init_fn_t init,
-                          void *ctx)
-{
-    OBJ_CONSTRUCT(fl, opal_free_list_t);
-    return opal_free_list_init(fl, elem_size, opal_cache_line_size, cls, payload,
-                               opal_cache_line_size, n0, -1, inc, NULL, 0, NULL, init, ctx);
-}
-
-/* What opal_btl_usnic_module_init() and the component's device scan do
- * for a 4096-byte-MTU port, over the fake device. */
+/* Side s's module over a fake device with a 4096-byte-MTU port, given the
+ * facts the component's device scan and netdev lookup would find, then set
+ * up by the real opal_btl_usnic_module_init; its ISN is then replaced by
+ * the test's. */
 static int module_build(world_t *w, int s, uint16_t isn, bool ipv6)
 {
     opal_btl_usnic_module_t *m = &w->mods[s];
-    uint32_t data_mtu = 4096, prio_mtu = 768;
     int rc;
 
     *m = opal_btl_usnic_module_template;
-    m->context = fake_context();
     snprintf(m->dev_name, sizeof(m->dev_name), "fake%c", 'A' + s);
     m->port_num = 1;
     m->gid_index = 1;
-    m->port_mtu = data_mtu;
+    m->port_mtu = 4096;
     snprintf(m->if_name, sizeof(m->if_name), "eth%d", s);
     m->if_ipv4 = htonl(0x0a000001u + (uint32_t) s);
-    memset(&m->gid, 0, sizeof(m->gid));
+    memset(m->gid, 0, sizeof(m->gid));
     if (ipv6) {
-        m->gid.raw[0] = 0xfd;
-        m->gid.raw[15] = (uint8_t)(1 + s);
+        m->gid[0] = 0xfd;
+        m->gid[15] = (uint8_t)(1 + s);
     } else {
-        m->gid.raw[10] = m->gid.raw[11] = 0xff;
-        memcpy(&m->gid.raw[12], &m->if_ipv4, 4);
+        m->gid[10] = m->gid[11] = 0xff;
+        memcpy(&m->gid[12], &m->if_ipv4, 4);
     }
     m->grh_ipv4 = !ipv6;
     m->if_prefix = 24;
@@ -109,87 +99,21 @@ static int module_build(world_t *w, int s, uint16_t isn, bool ipv6)
         m->if_mac[i] = (uint8_t)(0x10 * s + i);
     }
     m->link_speed_mbps = 10000;
-    m->rcache = NULL;
-    m->pd = NULL;
-
-    /* base BTL values as btl_usnic_mca.c sets them for one device */
-    m->super.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
-    m->super.btl_latency = 4;
     m->super.btl_bandwidth = m->link_speed_mbps;
-    m->super.btl_eager_limit = 150 * 1024;
-    m->super.btl_rndv_eager_limit = 500;
-    m->super.btl_max_send_size = 150 * 1024;
-    m->super.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
-                         MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
-    m->super.btl_put_limit = UINT32_MAX;
-    m->super.btl_put_alignment = 0;
-
-    if (usnic_component.priority_limit > 0) {
-        prio_mtu = (uint32_t) usnic_component.priority_limit + sizeof(usnic_btl_header_t);
+    m->dev = fake_device_open(m->gid);
+    if (NULL == m->dev) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    if (prio_mtu > data_mtu) {
-        prio_mtu = data_mtu;
-    }
-    m->max_frag_payload = data_mtu - sizeof(usnic_btl_header_t);
-    m->max_chunk_payload = data_mtu - sizeof(usnic_btl_chunk_header_t);
-    m->max_tiny_payload = prio_mtu - sizeof(usnic_btl_header_t);
-
-    rc = opal_btl_usnic_verbs_channel_init(m, USNIC_PRIORITY_CHANNEL, 127, 127, 254, prio_mtu);
+    /* Each side is a process of its own, with its own locked memory. */
+    usnic_component.locked_planned = 0;
+    rc = opal_btl_usnic_module_init(m);
     if (OPAL_SUCCESS != rc) {
+        fake_device_ops.close(m->dev);
+        m->dev = NULL;
         return rc;
     }
-    rc = opal_btl_usnic_verbs_channel_init(m, USNIC_DATA_CHANNEL, 1024, 1024, 2048, data_mtu);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-    opal_btl_usnic_module_tune_channels(m);
-
-    rc = init_free_list(&m->small_send_frags, sizeof(opal_btl_usnic_send_frag_t),
-                        OBJ_CLASS(opal_btl_usnic_send_frag_t), data_mtu, 128, 128,
-                        opal_btl_usnic_small_frag_init, NULL);
-    rc = (OPAL_SUCCESS != rc) ? rc
-         : init_free_list(&m->large_send_frags, sizeof(opal_btl_usnic_send_frag_t),
-                          OBJ_CLASS(opal_btl_usnic_send_frag_t), 0, 16, 16, NULL, NULL);
-    rc = (OPAL_SUCCESS != rc) ? rc
-         : init_free_list(&m->chunk_segs, sizeof(opal_btl_usnic_chunk_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), data_mtu, 256, 256,
-                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_CHUNK);
-    rc = (OPAL_SUCCESS != rc) ? rc
-         : init_free_list(&m->ack_segs, sizeof(opal_btl_usnic_ack_item_t),
-                          OBJ_CLASS(opal_btl_usnic_chunk_t), 64, 128, 64,
-                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_ACK);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-
-    OBJ_CONSTRUCT(&m->senders, opal_hash_table_t);
-    opal_hash_table_init(&m->senders, 256);
-    OBJ_CONSTRUCT(&m->all_endpoints, opal_list_t);
-    OBJ_CONSTRUCT(&m->endpoints_with_sends, opal_list_t);
-    OBJ_CONSTRUCT(&m->endpoints_that_need_acks, opal_list_t);
-    OBJ_CONSTRUCT(&m->endpoints_with_timers, opal_list_t);
-    OBJ_CONSTRUCT(&m->pending_resend_segs, opal_list_t);
-    OBJ_CONSTRUCT(&m->fastpath_done, opal_list_t);
-    OBJ_CONSTRUCT(&m->zombie_endpoints, opal_list_t);
-
     m->isn = isn;
-    memset(&m->local_addr, 0, sizeof(m->local_addr));
-    memcpy(m->local_addr.gid, m->gid.raw, sizeof(m->local_addr.gid));
-    m->local_addr.qp_num[USNIC_PRIORITY_CHANNEL] = m->channels[USNIC_PRIORITY_CHANNEL].qp->qp_num;
-    m->local_addr.qp_num[USNIC_DATA_CHANNEL] = m->channels[USNIC_DATA_CHANNEL].qp->qp_num;
-    m->local_addr.qkey = usnic_component.qkey;
-    m->local_addr.ipv4_addr = m->if_ipv4;
-    m->local_addr.prefix = m->if_prefix;
-    m->local_addr.link_speed_mbps = m->link_speed_mbps;
-    m->local_addr.mtu = (uint16_t) data_mtu;
     m->local_addr.isn = isn;
-    m->local_addr.version = USNIC_MODEX_VERSION;
-    memcpy(m->local_addr.mac, m->if_mac, sizeof(m->if_mac));
-    opal_btl_usnic_module_publish_depths(m);
-    /* connectivity_udp_port stays 0: the peer has no checker to ping */
-    memset(&m->stats, 0, sizeof(m->stats));
-    m->pml_error_callback = NULL;
-    m->dead = false;
     return OPAL_SUCCESS;
 }
 
@@ -238,7 +162,7 @@ static int endpoint_build(world_t *w, int s)
         OBJ_RELEASE(ep);
         return rc;
     }
-    opal_btl_usnic_verbs_create_ah(m, ep);
+    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ep->ah);
     up->endpoints[s] = ep;
     opal_hash_table_set_value_uint64(&m->senders, up->hashed_name, ep);
     opal_list_append(&m->all_endpoints, &ep->all_li);
@@ -246,13 +170,15 @@ static int endpoint_build(world_t *w, int s)
     return OPAL_SUCCESS;
 }
 
-/* What usnic_finalize does after releasing the endpoints, minus the
- * registration cache and protection domain the fake modules do not have. */
+/* The real teardown, after emptying lists a failed test left corrupt. */
 static void module_teardown(opal_btl_usnic_module_t *m)
 {
     opal_free_list_t *lists[] = {&m->small_send_frags, &m->large_send_frags, &m->chunk_segs,
                                  &m->ack_segs};
 
+    if (NULL == m->dev) {
+        return;
+    }
     /* A list a failed test left corrupt (an item returned twice) would
      * make its destructor loop or crash: empty it, its memory goes anyway. */
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
@@ -260,26 +186,9 @@ static void module_teardown(opal_btl_usnic_module_t *m)
             lists[i]->super.opal_lifo_head.data.item = &lists[i]->super.opal_lifo_ghost;
         }
     }
-    opal_btl_usnic_verbs_channel_fini(m, USNIC_DATA_CHANNEL);
-    opal_btl_usnic_verbs_channel_fini(m, USNIC_PRIORITY_CHANNEL);
-    /* as the real teardown: no completions come after the channels */
-    while (!opal_list_is_empty(&m->zombie_endpoints)) {
-        opal_list_item_t *li = opal_list_remove_first(&m->zombie_endpoints);
-        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
-        OBJ_RELEASE(ep);
-    }
-    OBJ_DESTRUCT(&m->zombie_endpoints);
-    OBJ_DESTRUCT(&m->fastpath_done);
-    OBJ_DESTRUCT(&m->pending_resend_segs);
-    OBJ_DESTRUCT(&m->endpoints_that_need_acks);
-    OBJ_DESTRUCT(&m->endpoints_with_timers);
-    OBJ_DESTRUCT(&m->endpoints_with_sends);
-    OBJ_DESTRUCT(&m->all_endpoints);
-    OBJ_DESTRUCT(&m->senders);
-    OBJ_DESTRUCT(&m->ack_segs);
-    OBJ_DESTRUCT(&m->chunk_segs);
-    OBJ_DESTRUCT(&m->large_send_frags);
-    OBJ_DESTRUCT(&m->small_send_frags);
+    opal_btl_usnic_module_teardown(m);
+    fake_device_ops.close(m->dev);
+    m->dev = NULL;
 }
 
 static void world_recv_cb(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
@@ -764,23 +673,11 @@ static int send_copy(world_t *w, sent_msg_t *msg, size_t reserve, uint32_t own)
     return OPAL_SUCCESS;
 }
 
-sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
+/* The record of a message the test PML sends, with the bytes it carries. */
+static sent_msg_t *new_msg(world_t *w, int from, size_t len, send_method_t how)
 {
-    opal_btl_usnic_module_t *m = &w->mods[from];
-    mca_btl_base_module_t *btl = &m->super;
-    opal_btl_usnic_endpoint_t *ep = w->ep[from];
-    mca_btl_base_descriptor_t *des = NULL;
-    sent_msg_t *msg;
-    size_t reserve = len < PML_HDR ? len : PML_HDR, size;
-    uint32_t own = w->pml_frees ? 0 : MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    sent_msg_t *msg = calloc(1, sizeof(*msg));
 
-    if (len < 8 || (SEND_NONCONTIG == how && len < reserve + STRIDE_DATA)) {
-        return NULL;
-    }
-    if (SEND_NONCONTIG == how) {
-        len = reserve + (len - reserve) / STRIDE_DATA * STRIDE_DATA;
-    }
-    msg = calloc(1, sizeof(*msg));
     if (NULL == msg) {
         return NULL;
     }
@@ -803,6 +700,29 @@ sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
         return NULL;
     }
     world_fill(msg->expect, msg->id, len);
+    return msg;
+}
+
+sent_msg_t *world_send(world_t *w, int from, size_t len, send_method_t how)
+{
+    opal_btl_usnic_module_t *m = &w->mods[from];
+    mca_btl_base_module_t *btl = &m->super;
+    opal_btl_usnic_endpoint_t *ep = w->ep[from];
+    mca_btl_base_descriptor_t *des = NULL;
+    sent_msg_t *msg;
+    size_t reserve = len < PML_HDR ? len : PML_HDR, size;
+    uint32_t own = w->pml_frees ? 0 : MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+
+    if (len < 8 || (SEND_NONCONTIG == how && len < reserve + STRIDE_DATA)) {
+        return NULL;
+    }
+    if (SEND_NONCONTIG == how) {
+        len = reserve + (len - reserve) / STRIDE_DATA * STRIDE_DATA;
+    }
+    msg = new_msg(w, from, len, how);
+    if (NULL == msg) {
+        return NULL;
+    }
     world_run_as(w, from);
 
     switch (how) {
@@ -932,7 +852,7 @@ fake_src_t world_src(world_t *w, int side, int channel)
     fake_src_t src;
 
     src.qpn = w->mods[side].local_addr.qp_num[channel];
-    memcpy(src.gid, w->mods[side].gid.raw, sizeof(src.gid));
+    memcpy(src.gid, w->mods[side].gid, sizeof(src.gid));
     return src;
 }
 

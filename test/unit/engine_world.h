@@ -4,18 +4,19 @@
  *
  * Two fake processes in one binary for the engine tests.
  *
- * A world holds two modules, A and B, built by hand as
- * opal_btl_usnic_module_init() would build them over the fake device
- * (fake_verbs.h), one endpoint each toward the other, made with
- * opal_btl_usnic_endpoint_setup(), and a network between them that the
- * test steers: it delivers the posted datagrams a few per step, and may
- * reorder, drop, duplicate, hold back or alter them on the way.
+ * A world holds two modules, A and B, each over a fake device of its own
+ * (fake_device.h) and set up by the real opal_btl_usnic_module_init(), one
+ * endpoint each toward the other, made with opal_btl_usnic_endpoint_setup(),
+ * and a network between them that the test steers: it delivers the posted
+ * datagrams a few per step, and may reorder, drop, duplicate, hold back or
+ * alter them on the way.
  *
- * Everything of the component that runs is the real code: the BTL
- * functions of opal_btl_usnic_module_template (alloc, prepare_src, send,
- * sendi, put, register_mem, del_procs) and opal_btl_usnic_module_progress,
- * which polls the fake completion queues and so runs the real receive,
- * send-completion, ACK and retransmit code.  Both "processes" share the
+ * Everything of the component that runs is the real code: module set-up
+ * and tear-down, the BTL functions of opal_btl_usnic_module_template
+ * (alloc, prepare_src, send, sendi, put, register_mem, del_procs) and
+ * opal_btl_usnic_module_progress, which polls the fake completion queues
+ * and so runs the real completion handling, receive, send-completion, ACK,
+ * signalling, repost and retransmit code.  Both "processes" share the
  * component object; the world sets my_hashed_name to the side that runs.
  *
  * The PML is played by a receive callback on WORLD_TAG that records every
@@ -36,7 +37,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 
-#include "fake_verbs.h"
+#include "fake_device.h"
 
 enum { SIDE_A = 0, SIDE_B = 1 };
 

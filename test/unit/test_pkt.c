@@ -2,7 +2,7 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Received-packet validation and reassembly-slot classification
+ * Received-packet validation, chunk tiling and reassembly-slot classification
  * (btl_usnic_window.h, formats in btl_usnic_wire.h).
  */
 
@@ -209,5 +209,55 @@ USNIC_TEST(chunk_classify)
 
     /* restored: fits again, so each mismatch above was the one field */
     check_int_eq(usnic_rx_classify_chunk(&slot, &p.ch), USNIC_CHUNK_FITS);
+    return 0;
+}
+
+/* A 1000-byte fragment in chunks of 300: [0,300) [300,600) [600,900) [900,1000). */
+USNIC_TEST(chunk_tiling)
+{
+    packet_t p;
+
+    make_chunk(&p, 0, 300);
+    check(usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 600, 300);
+    check(usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 900, 100);
+    check(usnic_chunk_tiles(&p.ch, 300));
+    /* short but not last, last but short of the end, overlapping, off the grid */
+    make_chunk(&p, 300, 299);
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 900, 99);
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 0, 301);
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 150, 300);
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    make_chunk(&p, 901, 99);
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    /* one chunk holds it all */
+    make_chunk(&p, 0, 1000);
+    check(usnic_chunk_tiles(&p.ch, 4000));
+    check(!usnic_chunk_tiles(&p.ch, 300));
+    return 0;
+}
+
+USNIC_TEST(chunk_first_seq)
+{
+    packet_t p;
+
+    make_chunk(&p, 0, 300);
+    p.ch.hdr.pkt_seq = 40;
+    check_int_eq(usnic_chunk_first_seq(&p.ch, 300), 40);
+    make_chunk(&p, 900, 100);
+    p.ch.hdr.pkt_seq = 43;
+    check_int_eq(usnic_chunk_first_seq(&p.ch, 300), 40);
+    /* across the wrap of the 16-bit sequence space */
+    make_chunk(&p, 600, 300);
+    p.ch.hdr.pkt_seq = 1;
+    check_int_eq(usnic_chunk_first_seq(&p.ch, 300), 65535);
+    /* a chunk that names another position of the same fragment disagrees */
+    make_chunk(&p, 300, 300);
+    p.ch.hdr.pkt_seq = 43;
+    check(40 != usnic_chunk_first_seq(&p.ch, 300));
     return 0;
 }

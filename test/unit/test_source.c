@@ -67,7 +67,7 @@ static int lose_from(world_t *w, int s)
 
     for (size_t i = 0; i < fake_wire_count();) {
         fake_dgram_t d;
-        if (fake_wire_peek(i)->src != &w->mods[s]) {
+        if (fake_wire_peek(i)->src != w->mods[s].dev) {
             ++i;
             continue;
         }

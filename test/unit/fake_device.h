@@ -4,27 +4,29 @@
  *
  * A fake device for the host tests of the reliability engine.
  *
- * fake_verbs.c implements every function of btl_usnic_verbs.h without
- * libibverbs doing any work: channels get fake completion queues and queue
- * pairs, a posted send becomes a copy of its bytes on a "wire" that the test
- * owns, and receive buffers handed back with opal_btl_usnic_verbs_repost
- * wait in their queue pair until the test delivers a datagram into one.
- * Completions reach the component through the real ibv_poll_cq (an inline
- * of verbs.h that calls the context's poll_cq), so the real
- * opal_btl_usnic_module_progress() drives everything.
+ * fake_device_ops implements the device operations of btl_usnic_device.h
+ * over memory: channels get fake completion queues and queue pairs, a
+ * posted send becomes a copy of its bytes on a "wire" that the test owns,
+ * and receive buffers handed to the device wait in their queue pair until
+ * the test delivers a datagram into one.  Like a device it keeps only its
+ * own state: which sends hold a send-queue slot, which asked for a
+ * completion, which buffers are posted.  All of the component's books
+ * (slots, signalling cadence, repost batches, counters) are the real code
+ * above the table, and so are module set-up, completion handling and the
+ * progress loop.
  *
- * Everything else of the component is linked as it is.  The fake also
- * replaces opal_btl_usnic_module_fatal, which aborts, by a recorder.
+ * The component object is set up to use it (fake_component_reset), with a
+ * fatal-error hook that records instead of ending the process.
  */
 
-#ifndef USNIC_FAKE_VERBS_H
-#define USNIC_FAKE_VERBS_H
+#ifndef USNIC_FAKE_DEVICE_H
+#define USNIC_FAKE_DEVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <infiniband/verbs.h>
+#include "btl_usnic_device.h"
 
 struct opal_btl_usnic_module_t;
 struct mca_btl_base_endpoint_t;
@@ -43,31 +45,30 @@ typedef struct {
     uint8_t *bytes;                     /* malloc'ed copy; len bytes */
     uint32_t len;
     uint32_t dst_qpn;                   /* the remote QP the endpoint addressed */
-    int channel;                        /* the sender's channel */
-    struct opal_btl_usnic_module_t *src;
-    fake_src_t from;                    /* the posting QP and its module's GID */
+    opal_btl_usnic_dev_t *src;          /* the sending device */
+    fake_src_t from;                    /* the posting QP and its device's GID */
 } fake_dgram_t;
 
 typedef struct {
     /* ---- behaviour the test sets ---- */
-    bool fail_post;                     /* opal_btl_usnic_verbs_post fails */
-    bool fail_repost;                   /* opal_btl_usnic_verbs_repost fails */
+    bool fail_post;                     /* post_send fails */
+    bool fail_repost;                   /* post_recv fails */
     bool hold_send_completions;         /* keep send completions until released */
 
     /* ---- what happened ---- */
     uint64_t posts;                     /* successful posts */
-    uint64_t overposts;                 /* posts on a channel with no free send WQE */
+    uint64_t overposts;                 /* posts on a send queue with no free slot */
     uint64_t oversize_posts;            /* datagrams larger than the channel MTU */
     uint64_t recv_wrs_posted;           /* receive buffers handed to the device */
     uint64_t rx_delivered;              /* datagrams written into receive buffers */
     uint64_t rx_len_errors;             /* datagrams larger than the receive buffer */
-    uint64_t polled;                    /* completions returned by poll_cq */
+    uint64_t polled;                    /* completions returned by poll */
     uint64_t send_wcs;                  /* send completions generated */
     /* send completions handed to the component for a segment whose
      * endpoint endpoint_alive (if set) says was released */
     uint64_t stale_completions;
     bool (*endpoint_alive)(const struct mca_btl_base_endpoint_t *ep);
-    int fatal_calls;                    /* opal_btl_usnic_module_fatal */
+    int fatal_calls;                    /* opal_btl_usnic_module_fatal, through its hook */
     struct opal_btl_usnic_module_t *fatal_module;
     struct opal_proc_t *fatal_peer;
 } fake_device_t;
@@ -99,14 +100,15 @@ typedef enum {
  * would: a 40-byte GRH with the sender's address (for an IPv4-mapped GID,
  * 20 zero bytes and an IPv4 header, as RoCE v2 over IPv4; else an IPv6
  * header with the source GID), then the datagram, and a receive completion
- * with src_qp, IBV_WC_GRH and byte_len = 40 + len (status
- * IBV_WC_LOC_LEN_ERR if it does not fit the buffer). */
+ * with src_qp, the GRH flag and length 40 + len (an error if it does not
+ * fit the buffer). */
 fake_rx_result_t fake_deliver(uint32_t qpn, const fake_src_t *src, const void *bytes,
                               uint32_t len);
 /* Same, but the completion reports byte_len as given (for lengths the
  * device itself would never report, such as less than the GRH). */
 fake_rx_result_t fake_deliver_raw(uint32_t qpn, const fake_src_t *src, const void *bytes,
-                                  uint32_t len, uint32_t byte_len, enum ibv_wc_status status);
+                                  uint32_t len, uint32_t byte_len,
+                                  opal_btl_usnic_cqe_status_t status);
 /* Receive buffers currently posted on a module's channel. */
 size_t fake_rx_posted(struct opal_btl_usnic_module_t *module, int channel);
 /* Receive buffers posted on the QP numbered qpn, or -1 if there is none. */
@@ -118,15 +120,18 @@ size_t fake_cq_depth(struct opal_btl_usnic_module_t *module, int channel);
 /* Send completions held back (hold_send_completions). */
 size_t fake_held_count(void);
 /* Queue the held send completions on their CQs.  If status is not
- * IBV_WC_SUCCESS, the first one completes with that status. */
-void fake_release_send_completions(enum ibv_wc_status first_status);
+ * USNIC_CQE_OK, the first one completes with that status. */
+void fake_release_send_completions(opal_btl_usnic_cqe_status_t first_status);
 
-/* The device context the fake modules point at. */
-struct ibv_context *fake_context(void);
+/* ---- devices ---- */
+extern const opal_btl_usnic_device_ops_t fake_device_ops;
+/* A device whose port has this GID; fake_device_ops.close releases it. */
+opal_btl_usnic_dev_t *fake_device_open(const uint8_t gid[16]);
 
 /* Reset the component object as loaded, register its MCA parameters at
- * their defaults (peer timeout then turned off) and construct its lists. */
+ * their defaults (peer timeout and connectivity checker then turned off),
+ * construct its lists and make it use the fake device. */
 void fake_component_reset(void);
 void fake_component_fini(void);
 
-#endif /* USNIC_FAKE_VERBS_H */
+#endif /* USNIC_FAKE_DEVICE_H */

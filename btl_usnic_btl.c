@@ -1,0 +1,666 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The BTL operations the PML calls: add/del procs, alloc, free,
+ * prepare_src, send, sendi, put, memory registration, dump, finalize, and
+ * the module template that names them.
+ */
+
+#include "opal_config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opal/class/opal_bitmap.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_map.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_stats.h"
+#include "btl_usnic_util.h"
+
+static inline int module_index(const opal_btl_usnic_module_t *m)
+{
+    return (int)(m - usnic_component.modules);
+}
+
+/* ------------------------------------------------------------------ */
+/* add_procs / del_procs                                               */
+
+/* Create address handles for new endpoints, all at once so that address
+ * resolutions overlap.  Endpoints that cannot get one are released. */
+static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t **eps, int n)
+{
+    double last_progress = opal_btl_usnic_now_us() / 1e6;
+    int pending = 0;
+
+    for (int i = 0; i < n; ++i) {
+        pending += (NULL != eps[i]);
+    }
+    while (pending > 0) {
+        for (int i = 0; i < n; ++i) {
+            opal_btl_usnic_endpoint_t *ep = eps[i];
+            int err;
+            char ip[32];
+
+            if (NULL == ep || NULL != ep->ah) {
+                continue;
+            }
+            err = module->ops->ah_create(module->pd, module->port_num, module->gid_index,
+                                         ep->remote.gid, &ep->ah);
+            if (0 == err) {
+                --pending;
+                last_progress = opal_btl_usnic_now_us() / 1e6;
+                continue;
+            }
+            if (EAGAIN == err) {
+                continue;
+            }
+            opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
+            if (EADDRNOTAVAIL == err || EHOSTUNREACH == err || ENETUNREACH == err ||
+                ENODATA == err) {
+                if (usnic_component.show_route_failures) {
+                    opal_show_help("help-mpi-btl-usnic.txt", "create_ah failed", true,
+                                   opal_process_info.nodename, module->dev_name, module->if_name,
+                                   opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                                   strerror(err));
+                }
+                OBJ_RELEASE(ep);
+                eps[i] = NULL;
+                --pending;
+                continue;
+            }
+            /* Anything else is a broken device: stop at once. */
+            opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                           opal_process_info.nodename, module->dev_name, "ibv_create_ah",
+                           strerror(err));
+            return OPAL_ERROR;
+        }
+        if (pending > 0) {
+            if (opal_btl_usnic_now_us() / 1e6 - last_progress > usnic_component.arp_timeout) {
+                opal_show_help("help-mpi-btl-usnic.txt", "ibv_create_ah timeout", true,
+                               opal_process_info.nodename, module->dev_name, module->if_name,
+                               pending, usnic_component.arp_timeout);
+                for (int i = 0; i < n; ++i) {
+                    if (NULL != eps[i] && NULL == eps[i]->ah) {
+                        OBJ_RELEASE(eps[i]);
+                        eps[i] = NULL;
+                    }
+                }
+                break;
+            }
+            usleep(1000);
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+/* A new endpoint of this module toward proc, or NULL: proc is on this
+ * node, not reachable through this module, already has one (*existing),
+ * or something failed (*rc). */
+static opal_btl_usnic_endpoint_t *new_endpoint(opal_btl_usnic_module_t *module, int mi,
+                                               opal_proc_t *proc,
+                                               opal_btl_usnic_endpoint_t **existing, int *rc)
+{
+    opal_btl_usnic_proc_t *up;
+    opal_btl_usnic_endpoint_t *ep;
+    int idx;
+
+    /* Same-node peers belong to a shared-memory BTL. */
+    if (proc == opal_proc_local_get() || OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
+        return NULL;
+    }
+    *rc = opal_btl_usnic_proc_get(proc, &up);
+    if (OPAL_ERR_UNREACH == *rc) {
+        *rc = OPAL_SUCCESS;
+        return NULL;
+    }
+    if (OPAL_SUCCESS != *rc || NULL != (*existing = up->endpoints[mi])) {
+        return NULL;
+    }
+    idx = opal_btl_usnic_proc_match(up, mi);
+    if (idx < 0) {
+        usnic_verbose(5, "%s: %s: no device of %s pairs with this one",
+                      opal_process_info.nodename, module->dev_name,
+                      opal_get_proc_hostname(proc));
+        return NULL;
+    }
+    if (up->modex[idx].mtu != module->local_addr.mtu) {
+        opal_show_help("help-mpi-btl-usnic.txt", "MTU mismatch", true,
+                       opal_process_info.nodename, module->dev_name, module->if_name,
+                       (int) module->local_addr.mtu, opal_get_proc_hostname(proc),
+                       (int) up->modex[idx].mtu);
+        return NULL;
+    }
+    ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    if (NULL == ep) {
+        *rc = OPAL_ERR_OUT_OF_RESOURCE;
+        return NULL;
+    }
+    ep->proc = up;
+    ep->remote_index = idx;
+    *rc = opal_btl_usnic_endpoint_setup(ep, module, &up->modex[idx]);
+    if (OPAL_SUCCESS != *rc) {
+        OBJ_RELEASE(ep);
+        return NULL;
+    }
+    return ep;
+}
+
+/* A new endpoint with its address handle becomes the module's. */
+static void adopt_endpoint(opal_btl_usnic_module_t *module, int mi, opal_btl_usnic_endpoint_t *ep)
+{
+    ep->proc->endpoints[mi] = ep;
+    opal_hash_table_set_value_uint64(&module->senders, ep->proc->hashed_name, ep);
+    opal_list_append(&module->all_endpoints, &ep->all_li);
+    usnic_verbose(5, "%s: %s: endpoint to %s (%s record %d, data QP %u)",
+                  opal_process_info.nodename, module->dev_name,
+                  opal_get_proc_hostname(ep->proc->proc_opal),
+                  opal_get_proc_hostname(ep->proc->proc_opal), ep->remote_index,
+                  ep->remote.qp_num[USNIC_DATA_CHANNEL]);
+}
+
+static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                           mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    int mi = module_index(module);
+    opal_btl_usnic_endpoint_t **fresh = calloc(nprocs ? nprocs : 1, sizeof(*fresh));
+    double t0 = opal_btl_usnic_now_us();
+    opal_list_item_t *li;
+    int rc = OPAL_SUCCESS;
+
+    if (NULL == fresh) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (size_t i = 0; i < nprocs && OPAL_SUCCESS == rc; ++i) {
+        opal_btl_usnic_endpoint_t *existing = NULL;
+
+        fresh[i] = new_endpoint(module, mi, procs[i], &existing, &rc);
+        if (NULL != existing) {
+            endpoints[i] = existing;
+            if (NULL != reachable) {
+                opal_bitmap_set_bit(reachable, (int) i);
+            }
+        }
+    }
+    if (OPAL_SUCCESS == rc) {
+        rc = create_ahs(module, fresh, (int) nprocs);
+    }
+    for (size_t i = 0; i < nprocs; ++i) {
+        if (NULL == fresh[i]) {
+            continue;
+        }
+        if (OPAL_SUCCESS != rc) {
+            OBJ_RELEASE(fresh[i]);
+            continue;
+        }
+        adopt_endpoint(module, mi, fresh[i]);
+        endpoints[i] = fresh[i];
+        if (NULL != reachable) {
+            opal_bitmap_set_bit(reachable, (int) i);
+        }
+    }
+    free(fresh);
+    for (li = opal_list_get_first(&module->all_endpoints);
+         li != opal_list_get_end(&module->all_endpoints); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_size_window(
+            usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li),
+            opal_list_get_size(&module->all_endpoints));
+    }
+    /* Rewritten after every call: the last one leaves the complete map. */
+    if (OPAL_SUCCESS == rc) {
+        opal_btl_usnic_write_connectivity_map();
+    }
+    module->stats.add_procs_usec += (uint64_t)(opal_btl_usnic_now_us() - t0);
+    return rc;
+}
+
+void opal_btl_usnic_module_release_endpoint(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_proc_t *up = ep->proc;
+    int mi = module_index(module);
+    bool proc_unused = true;
+
+    opal_btl_usnic_endpoint_flush(ep);
+    opal_hash_table_remove_value_uint64(&module->senders, up->hashed_name);
+    module->last_sender = NULL;
+    opal_list_remove_item(&module->all_endpoints, &ep->all_li);
+    up->endpoints[mi] = NULL;
+    /* Segments the device still owns point at the endpoint: it lives on
+     * until their completions are in (or the queue pairs are gone). */
+    if (ep->send_credits < module->channels[USNIC_DATA_CHANNEL].sd_num) {
+        opal_list_append(&module->zombie_endpoints, &ep->all_li);
+        ep->zombie = true;
+    } else {
+        OBJ_RELEASE(ep);
+    }
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        proc_unused &= (NULL == up->endpoints[i]);
+    }
+    if (proc_unused) {
+        opal_list_remove_item(&usnic_component.procs, &up->super);
+        OBJ_RELEASE(up);
+    }
+}
+
+/* Whether any module still has an endpoint (procs left without one, after
+ * an MTU mismatch or with no pairing, do not count). */
+static bool endpoints_left(void)
+{
+    opal_btl_usnic_proc_t *up;
+
+    OPAL_LIST_FOREACH (up, &usnic_component.procs, opal_btl_usnic_proc_t) {
+        for (int i = 0; i < usnic_component.num_modules; ++i) {
+            if (NULL != up->endpoints[i]) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static int usnic_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                           mca_btl_base_endpoint_t **peers)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    (void) procs;
+
+    for (size_t i = 0; i < nprocs; ++i) {
+        opal_btl_usnic_endpoint_t *ep = peers[i];
+        if (NULL != ep && ep->module == module) {
+            opal_btl_usnic_module_release_endpoint(module, ep);
+        }
+    }
+    /* Deleting every peer is part of MPI_Finalize (ob1 deletes procs only
+     * there): stop timers and the checker thread while the job is still
+     * whole, and print the final statistics. */
+    if (!endpoints_left()) {
+        opal_btl_usnic_component_quiesce();
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* descriptors                                                         */
+
+static mca_btl_base_descriptor_t *usnic_alloc(mca_btl_base_module_t *btl,
+                                              mca_btl_base_endpoint_t *endpoint, uint8_t order,
+                                              size_t size, uint32_t flags)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_frag_t *frag;
+
+    /* ob1 allocates whole eager messages here (buffered sends, the copy path) */
+    if (OPAL_UNLIKELY(size > btl->btl_eager_limit && size > module->max_frag_payload)) {
+        return NULL;
+    }
+    frag = opal_btl_usnic_frag_alloc(module, endpoint, size);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        /* The PML writes the whole message into segment 0; chunks copy from
+         * it as they go out, and it is freed with the frag. */
+        frag->pack_buf = malloc(size);
+        if (OPAL_UNLIKELY(NULL == frag->pack_buf)) {
+            opal_free_list_return(&module->large_send_frags, &frag->base.super);
+            return NULL;
+        }
+        frag->segs[0].seg_addr.pval = frag->pack_buf;
+        frag->segs[0].seg_len = size;
+    }
+    frag->base.des_flags = flags;
+    frag->base.order = order;
+    return &frag->base;
+}
+
+static int usnic_free(mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des)
+{
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
+
+    /* The wire may still need it: it goes back once everything is ACKed. */
+    frag->base.des_flags |= MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    opal_btl_usnic_frag_return_if_done((opal_btl_usnic_module_t *) btl, frag);
+    return OPAL_SUCCESS;
+}
+
+/* Move the PML's convertor past the n bytes a frag will pack later and
+ * return how many that really are: a send convertor stops only on element
+ * boundaries, so the frag must end where the convertor does, or the PML
+ * (which continues from the convertor's position) never sends the rest of
+ * a split element. */
+static size_t skip_data(opal_convertor_t *conv, size_t n)
+{
+    size_t start = conv->bConverted, pos = start + n;
+
+    opal_convertor_set_position(conv, &pos);
+    return pos - start;
+}
+
+static mca_btl_base_descriptor_t *usnic_prepare_src(mca_btl_base_module_t *btl,
+                                                    mca_btl_base_endpoint_t *endpoint,
+                                                    opal_convertor_t *conv, uint8_t order,
+                                                    size_t reserve, size_t *size,
+                                                    uint32_t flags)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_frag_t *frag;
+    size_t total = reserve + *size;
+    (void) order;
+
+    frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    frag->base.des_flags = flags;
+
+    if (USNIC_FRAG_SMALL == frag->type) {
+        /* Pack straight into the registered datagram after the PML header. */
+        if (*size > 0) {
+            struct iovec iov = {.iov_base = frag->seg.payload + reserve, .iov_len = *size};
+            uint32_t iov_count = 1;
+            size_t max_data = *size;
+            opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+            *size = max_data;
+        }
+        frag->segs[0].seg_len = reserve + *size;
+        frag->size = reserve + *size;
+        return &frag->base;
+    }
+
+    if (OPAL_UNLIKELY(reserve > USNIC_LARGE_HDR_ROOM)) {
+        opal_free_list_return(&module->large_send_frags, &frag->base.super);
+        return NULL;
+    }
+    frag->segs[0].seg_addr.pval = frag->hdr_room;
+    frag->segs[0].seg_len = reserve;
+    frag->base.des_segment_count = 2;
+    if (!opal_convertor_need_buffers(conv)) {
+        /* Contiguous: reference user memory; chunks copy from it. */
+        void *ptr = NULL;
+        opal_convertor_get_current_pointer(conv, &ptr);
+        frag->segs[1].seg_addr.pval = ptr;
+        *size = skip_data(conv, *size);
+        frag->segs[1].seg_len = *size;
+    } else if (usnic_component.pack_lazy_threshold >= 0 &&
+               *size >= (size_t) usnic_component.pack_lazy_threshold) {
+        /* Pack chunk by chunk from a clone positioned here. */
+        size_t pos = conv->bConverted;
+        opal_convertor_clone(conv, &frag->conv, 1);
+        opal_convertor_set_position(&frag->conv, &pos);
+        frag->lazy = true;
+        frag->segs[1].seg_addr.pval = NULL;
+        *size = skip_data(conv, *size);
+        frag->segs[1].seg_len = *size;
+    } else {
+        struct iovec iov;
+        uint32_t iov_count = 1;
+        size_t max_data = *size;
+
+        frag->pack_buf = malloc(*size);
+        if (NULL == frag->pack_buf) {
+            opal_free_list_return(&module->large_send_frags, &frag->base.super);
+            return NULL;
+        }
+        iov.iov_base = frag->pack_buf;
+        iov.iov_len = *size;
+        opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+        *size = max_data;
+        frag->segs[1].seg_addr.pval = frag->pack_buf;
+        frag->segs[1].seg_len = *size;
+    }
+    frag->size = reserve + *size;
+    return &frag->base;
+}
+
+/* Fix the frag's size from its segments (the PML may have written seg 0). */
+static void frag_finalize_size(opal_btl_usnic_send_frag_t *frag)
+{
+    frag->size = frag->segs[0].seg_len +
+                 (frag->base.des_segment_count > 1 ? frag->segs[1].seg_len : 0);
+}
+
+static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
+
+    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
+        return OPAL_ERR_UNREACH;
+    }
+    frag->tag = tag;
+    frag->put_addr = 0;
+    frag_finalize_size(frag);
+    /* A chunked frag needs at least one byte (the PML shrank seg_len to 0). */
+    if (OPAL_UNLIKELY(USNIC_FRAG_LARGE == frag->type && 0 == frag->size)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    ++module->stats.pml_module_sends;
+
+    if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
+        if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) {
+            /* The callback runs from progress, not inside the PML's send;
+             * "queued" keeps an early ACK from returning the frag. */
+            frag->queued = true;
+            opal_list_append(&module->fastpath_done, &frag->queue_li);
+            return OPAL_SUCCESS;
+        }
+        frag->local_done = true;
+        opal_btl_usnic_frag_return_if_done(module, frag);
+        return 1;
+    }
+    opal_btl_usnic_enqueue_frag(endpoint, frag);
+    opal_btl_usnic_progress_sends(module);
+    return OPAL_SUCCESS;
+}
+
+static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                       opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags,
+                       mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_frag_t *frag;
+    mca_btl_base_descriptor_t *des;
+    size_t size = payload_size;
+    size_t total = header_size + payload_size;
+    uint8_t *dst;
+
+    if (NULL != descriptor) {
+        *descriptor = NULL;
+    }
+    /* Too large for the fast path: the PML sends what we hand back, so
+     * without a way to hand it back leave the message to the normal path. */
+    if (endpoint->failed || module->dead ||
+        (total > module->max_tiny_payload && NULL == descriptor)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    des = usnic_alloc(btl, endpoint, order, total, flags);
+    if (OPAL_UNLIKELY(NULL == des)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    frag = (opal_btl_usnic_send_frag_t *) des;
+    dst = frag->segs[0].seg_addr.pval;
+    memcpy(dst, header, header_size);
+    if (payload_size > 0) {
+        struct iovec iov = {.iov_base = dst + header_size, .iov_len = size};
+        uint32_t iov_count = 1;
+        opal_convertor_pack(conv, &iov, &iov_count, &size);
+    }
+    frag->segs[0].seg_len = header_size + size;
+    if (total > module->max_tiny_payload) {
+        /* As btl_alloc would give it, header and data already in place. */
+        *descriptor = des;
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->size = header_size + size;
+    frag->tag = tag;
+    ++module->stats.pml_module_sends;
+    if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
+        /* Data is already packed: queue it rather than make the PML redo it. */
+        opal_btl_usnic_enqueue_frag(endpoint, frag);
+        opal_btl_usnic_progress_sends(module);
+    } else {
+        frag->local_done = true;
+        opal_btl_usnic_frag_return_if_done(module, frag);
+    }
+    return OPAL_SUCCESS;
+}
+
+static int usnic_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                     void *local_address, uint64_t remote_address,
+                     mca_btl_base_registration_handle_t *local_handle,
+                     mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags,
+                     int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                     void *cbdata)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_frag_t *frag;
+    (void) local_handle;
+    (void) remote_handle;
+    (void) flags;
+    (void) order;
+
+    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
+        return OPAL_ERR_UNREACH;
+    }
+    if (OPAL_UNLIKELY(0 == remote_address || size > UINT32_MAX)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    frag = opal_btl_usnic_frag_alloc(module, endpoint, size);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (USNIC_FRAG_SMALL == frag->type) {
+        memcpy(frag->seg.payload, local_address, size);
+    } else {
+        frag->segs[0].seg_len = 0;
+        frag->segs[1].seg_addr.pval = local_address;
+        frag->segs[1].seg_len = size;
+        frag->base.des_segment_count = 2;
+    }
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->put_addr = remote_address;
+    frag->put_cb = cbfunc;
+    frag->put_local = local_address;
+    frag->put_context = cbcontext;
+    frag->put_cbdata = cbdata;
+    frag->tag = MCA_BTL_TAG_MAX - 1;
+    ++module->stats.num_puts;
+    opal_btl_usnic_enqueue_frag(endpoint, frag);
+    opal_btl_usnic_progress_sends(module);
+    return OPAL_SUCCESS;
+}
+
+OBJ_CLASS_INSTANCE(opal_btl_usnic_put_target_t, opal_list_item_t, NULL, NULL);
+
+static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_module_t *btl,
+                                                              mca_btl_base_endpoint_t *endpoint,
+                                                              void *base, size_t size,
+                                                              uint32_t flags)
+{
+    opal_btl_usnic_put_target_t *t = OBJ_NEW(opal_btl_usnic_put_target_t);
+    (void) btl;
+    (void) endpoint;
+
+    if (NULL == t) {
+        return NULL;
+    }
+    t->flags = flags;
+    t->handle.base = (uint64_t)(uintptr_t) base;
+    t->handle.len = size;
+    opal_list_append(&usnic_component.put_targets, &t->super);
+    return &t->handle;
+}
+
+static int usnic_deregister_mem(mca_btl_base_module_t *btl,
+                                mca_btl_base_registration_handle_t *handle)
+{
+    opal_btl_usnic_put_target_t *t = usnic_container_of(handle, opal_btl_usnic_put_target_t,
+                                                        handle);
+    (void) btl;
+
+    opal_list_remove_item(&usnic_component.put_targets, &t->super);
+    OBJ_RELEASE(t);
+    return OPAL_SUCCESS;
+}
+
+bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len)
+{
+    opal_btl_usnic_put_target_t *t;
+
+    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
+        if ((t->flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) && addr >= t->handle.base &&
+            len <= t->handle.len && addr - t->handle.base <= t->handle.len - len) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int usnic_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb)
+{
+    ((opal_btl_usnic_module_t *) btl)->pml_error_callback = cb;
+    return OPAL_SUCCESS;
+}
+
+static void usnic_dump(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                       int verbose)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    (void) verbose;
+
+    opal_btl_usnic_stats_print(module, "dump");
+    if (NULL != endpoint) {
+        opal_output(0, "btl:usnic: %s: %s: endpoint to %s: next seq %u, acked %u, recv left "
+                    "edge %u, queued %d, credits %d",
+                    opal_process_info.nodename, module->dev_name,
+                    opal_get_proc_hostname(endpoint->proc->proc_opal),
+                    endpoint->tx.next_seq_to_send, endpoint->tx.ack_seq_rcvd,
+                    endpoint->rx.next_contig, (int) opal_list_get_size(&endpoint->send_queue),
+                    endpoint->send_credits);
+    }
+}
+
+static int usnic_finalize(mca_btl_base_module_t *btl)
+{
+    opal_btl_usnic_component_quiesce();
+    opal_btl_usnic_module_teardown((opal_btl_usnic_module_t *) btl);
+    return OPAL_SUCCESS;
+}
+
+opal_btl_usnic_module_t opal_btl_usnic_module_template = {
+    .super = {
+        .btl_component = &mca_btl_usnic_component.super,
+        .btl_add_procs = usnic_add_procs,
+        .btl_del_procs = usnic_del_procs,
+        .btl_register = NULL,
+        .btl_finalize = usnic_finalize,
+        .btl_alloc = usnic_alloc,
+        .btl_free = usnic_free,
+        .btl_prepare_src = usnic_prepare_src,
+        .btl_send = usnic_send,
+        .btl_sendi = usnic_sendi,
+        .btl_put = usnic_put,
+        .btl_get = NULL,
+        .btl_dump = usnic_dump,
+        .btl_register_mem = usnic_register_mem,
+        .btl_deregister_mem = usnic_deregister_mem,
+        .btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t),
+        .btl_register_error = usnic_register_error,
+    },
+};

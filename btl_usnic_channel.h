@@ -1,0 +1,47 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * The component's half of a channel, above the device operations: its
+ * receive buffers and their batched return to the device, send-queue
+ * slots, and which sends ask for a completion.
+ */
+
+#ifndef BTL_USNIC_CHANNEL_H
+#define BTL_USNIC_CHANNEL_H
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+
+BEGIN_C_DECLS
+
+/* Bring a channel up: the device's channel, receive buffers of GRH + mtu,
+ * all posted, then started. */
+int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int sd_num,
+                                int rd_num, int cq_num, uint32_t mtu);
+/* The device's channel goes before the buffers it may still use. */
+void opal_btl_usnic_channel_fini(opal_btl_usnic_module_t *module, int index);
+
+/* Post one send segment to the endpoint's peer: takes a send-queue slot
+ * and, if the segment asks for a completion, makes it owned by the device
+ * (seg->posted) until then. */
+int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
+                                struct mca_btl_base_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg, int channel);
+
+/* Queue a receive buffer for the next batch handed back to the device. */
+static inline void opal_btl_usnic_channel_queue_recv(opal_btl_usnic_channel_t *ch,
+                                                     opal_btl_usnic_recv_seg_t *rseg)
+{
+    rseg->next = NULL;
+    *ch->repost_tail = rseg;
+    ch->repost_tail = &rseg->next;
+    ++ch->repost_count;
+}
+
+/* Hand the queued receive buffers of a channel back to the device. */
+int opal_btl_usnic_channel_repost(opal_btl_usnic_module_t *module, int channel);
+
+END_C_DECLS
+#endif /* BTL_USNIC_CHANNEL_H */

@@ -1,0 +1,147 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Per-module progress: poll both channels, dispatch each completion
+ * (receive, send done, ACK done, error), return receive buffers, run the
+ * retransmit timers and the send engine, and judge silent peers.
+ */
+
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
+#include "btl_usnic_connectivity.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_recv.h"
+#include "btl_usnic_retrans.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_util.h"
+
+static void handle_completion(opal_btl_usnic_module_t *module, int channel,
+                              const opal_btl_usnic_cqe_t *cqe)
+{
+    opal_btl_usnic_seg_base_t *base = cqe->cookie;
+
+    /* A send that asked for no completion gets one only when it failed. */
+    if (OPAL_UNLIKELY(NULL == base)) {
+        if (USNIC_CQE_FLUSHED == cqe->status) {
+            goto dead_qp;
+        }
+        ++module->stats.num_send_errors;
+        return;
+    }
+    if (USNIC_SEG_RECV == base->type) {
+        opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
+                                                             base);
+        if (OPAL_LIKELY(USNIC_CQE_OK == cqe->status)) {
+            opal_btl_usnic_recv(module, rseg, cqe);
+            return;
+        }
+        if (USNIC_CQE_FLUSHED == cqe->status) {
+            goto dead_qp;
+        }
+        ++module->stats.num_recv_errors;
+        opal_btl_usnic_channel_queue_recv(&module->channels[channel], rseg);
+        return;
+    }
+
+    if (OPAL_UNLIKELY(USNIC_CQE_OK != cqe->status)) {
+        if (USNIC_CQE_FLUSHED == cqe->status) {
+            goto dead_qp;
+        }
+        /* A lost send is recovered by the retransmit timer. */
+        ++module->stats.num_send_errors;
+    }
+    {
+        opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
+                                                            base);
+        if (USNIC_SEG_ACK == base->type) {
+            module->channels[channel].sd_wqe += seg->wqes;
+            --seg->posted;
+            opal_free_list_return(&module->ack_segs,
+                                  &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
+        } else {
+            opal_btl_usnic_send_complete(module, seg, channel);
+        }
+    }
+    return;
+
+dead_qp:
+    module->ops->async_drain(module->dev);
+    opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
+                   opal_process_info.nodename, module->dev_name,
+                   0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
+                   cqe->code);
+    opal_btl_usnic_module_fatal(module, NULL);
+}
+
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_cqe_t cqe[32];
+    int count = 0;
+
+    if (OPAL_UNLIKELY(module->dead)) {
+        return 0;
+    }
+    if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
+        opal_btl_usnic_connectivity_report();
+    }
+    /* Priority first: ACKs free window space for the data that follows. */
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        int n = module->ops->poll(module->channels[c].hw, cqe,
+                                  (int)(sizeof(cqe) / sizeof(cqe[0])));
+        if (OPAL_UNLIKELY(n < 0)) {
+            opal_btl_usnic_module_fatal(module, NULL);
+            return count;
+        }
+        for (int i = 0; i < n; ++i) {
+            handle_completion(module, c, &cqe[i]);
+        }
+        count += n;
+    }
+
+    while (!opal_list_is_empty(&module->fastpath_done)) {
+        opal_btl_usnic_send_frag_t *frag =
+            usnic_container_of(opal_list_remove_first(&module->fastpath_done),
+                               opal_btl_usnic_send_frag_t, queue_li);
+        /* Still "queued" during the PML callback, so that a PML freeing the
+         * descriptor there does not return it: that happens once, here. */
+        opal_btl_usnic_frag_local_done(module, frag);
+        frag->queued = false;
+        opal_btl_usnic_frag_return_if_done(module, frag);
+        ++count;
+    }
+
+    /* Buffers go back to the device before the ACKs that let peers refill them. */
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
+            opal_btl_usnic_module_fatal(module, NULL);
+        }
+    }
+
+    if (!opal_list_is_empty(&module->endpoints_with_timers)) {
+        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
+    }
+    if (!opal_list_is_empty(&module->pending_resend_segs) ||
+        !opal_list_is_empty(&module->endpoints_with_sends) ||
+        !opal_list_is_empty(&module->endpoints_that_need_acks)) {
+        opal_btl_usnic_progress_sends(module);
+    }
+
+    if (usnic_component.peer_timeout > 0 &&
+        0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1))) {
+        opal_btl_usnic_check_dead_peers(module);
+    }
+    return count;
+}

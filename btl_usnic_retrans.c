@@ -1,0 +1,319 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Retransmit and liveness policy.  Every knob, and where it acts:
+ *
+ * minimum timeout  btl_usnic_retrans_timeout (5000 us) is the floor of the
+ *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
+ *                  ceiling.  In between, the RTO is the smoothed round trip
+ *                  plus four deviations (RFC 6298, usnic_rto_* in the pure
+ *                  btl_usnic_window.c), sampled once per round trip from a
+ *                  segment sent only once: retrans_init, retrans_first_send
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resent segment cancels its sample
+ *                  (retrans_resend).
+ * timer            one deadline per endpoint, running while anything is
+ *                  unacknowledged and pushed back by every ACK that moves
+ *                  the window (new_ack), so a long burst that drains
+ *                  slowly never expires; progress checks it (check_timers).
+ *                  On expiry only the oldest unacknowledged segment is
+ *                  resent: a slow receiver, the usual cause on a lossless
+ *                  link, then costs one duplicate, not a window of them.
+ * backoff          the RTO doubles, up to the ceiling, at every expiry
+ *                  (timer_expired); the first ACK that moves the window
+ *                  undoes it (new_ack).
+ * recovery         after an expiry, until everything sent before it is
+ *                  acknowledged, an ACK that moves the window but stops
+ *                  short points at the next lost segment, which is resent
+ *                  at once (NewReno's partial ACKs; new_ack).
+ * fast retransmit  USNIC_FAST_RETRANS_DUP_ACKS (1) duplicate ACK resends the
+ *                  segment after it, once per hole (dup_ack).
+ * resend budget    btl_usnic_max_resends_per_iteration (16) retransmits per
+ *                  progress pass, so that receives and their ACKs keep being
+ *                  processed during a storm; a segment the device still owns
+ *                  is not posted again (retrans_resend).
+ * ACK cadence      a standalone ACK for every USNIC_ACK_EVERY (16) accepted
+ *                  datagrams, else after btl_usnic_ack_iteration_delay
+ *                  progress passes without more; at once for a completed
+ *                  fragment, a duplicate or a segment outside the window
+ *                  (the receive path asks, schedule_ack).  Data carries an
+ *                  owed ACK along (btl_usnic_ack.c).
+ * peer timeout     btl_usnic_peer_timeout (30 s), checked every
+ *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
+ *                  endpoints whose timer runs (check_dead_peers): from a
+ *                  quarter of it (USNIC_PEER_WATCH_FRACTION) without an ACK
+ *                  the peer's connectivity checker is pinged, every
+ *                  min(timeout/8, 1 s); the peer is dead when for the whole
+ *                  timeout it neither acknowledged nor answered busy, and
+ *                  had at least half of it of our attention
+ *                  (usnic_peer_judge in btl_usnic_window.c).
+ */
+
+#include "opal_config.h"
+
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_retrans.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_util.h"
+
+#define USNIC_FAST_RETRANS_DUP_ACKS 1
+#define USNIC_ACK_EVERY 16
+
+void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
+{
+    usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
+    ep->rtt_timing = false;
+    ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
+}
+
+/* Queue a segment for retransmission (timer or duplicate ACK). */
+static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+{
+    if (!seg->on_resend_list) {
+        opal_list_append(&module->pending_resend_segs, &seg->resend_li);
+        seg->on_resend_list = true;
+    }
+}
+
+/* ---- the retransmit timer ---- */
+
+void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
+{
+    /* nothing unacknowledged: no stall for the dead-peer check to watch */
+    ep->watch.watch_since = 0;
+    if (ep->on_timer_list) {
+        opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
+        ep->on_timer_list = false;
+    }
+}
+
+/* Resend the oldest unacknowledged segment, back off, and recover the
+ * rest from the ACKs that follow. */
+static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         double now)
+{
+    opal_btl_usnic_send_seg_t *seg = ep->sent_segs[(uint16_t)(ep->tx.ack_seq_rcvd + 1) &
+                                                   ep->tx_mask];
+    int n = 0;
+
+    usnic_rto_backoff(&ep->rto);
+    ep->in_recovery = true;
+    ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
+    if (NULL != seg && !seg->on_resend_list) {
+        queue_resend(module, seg);
+        ++module->stats.num_timeout_retrans;
+        n = 1;
+    }
+    ep->rto_deadline_us = now + ep->rto.rto_us;
+    return n;
+}
+
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
+{
+    opal_list_item_t *li;
+    int n = 0;
+
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
+        if (now >= ep->rto_deadline_us) {
+            n += timer_expired(module, ep, now);
+        }
+    }
+    return n;
+}
+
+/* ---- what ACKs tell the sender ---- */
+
+/* The peer still misses ack + 1: fast retransmit, once per hole. */
+static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    /* (Nothing in flight: maybe nothing ever sent, and no table yet.) */
+    uint16_t lost = (uint16_t)(ack + 1);
+    opal_btl_usnic_send_seg_t *seg =
+        0 != usnic_tx_window_inflight(&ep->tx) ? ep->sent_segs[lost & ep->tx_mask] : NULL;
+
+    if (NULL != seg && !seg->on_resend_list &&
+        ++ep->dup_ack_count == USNIC_FAST_RETRANS_DUP_ACKS) {
+        queue_resend(module, seg);
+        ++module->stats.num_fast_retrans;
+    }
+}
+
+/* The window moved up to ack: the peer is alive, the backoff goes; in a
+ * recovery a partial ACK points at the next hole. */
+static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, double now)
+{
+    ep->dup_ack_count = 0;
+    usnic_rto_unback(&ep->rto);
+    if (ep->in_recovery) {
+        if (USNIC_SEQ_DIFF16(ep->recover_seq, ack) > 0 && 0 != usnic_tx_window_inflight(&ep->tx)) {
+            opal_btl_usnic_send_seg_t *next = ep->sent_segs[(uint16_t)(ack + 1) & ep->tx_mask];
+            if (NULL != next && !next->on_resend_list) {
+                queue_resend(ep->module, next);
+                ++ep->module->stats.num_fast_retrans;
+            }
+        } else {
+            ep->in_recovery = false;
+        }
+    }
+    if (0 == usnic_tx_window_inflight(&ep->tx)) {
+        opal_btl_usnic_retrans_timer_stop(ep);
+    } else {
+        ep->rto_deadline_us = now + ep->rto.rto_us;
+    }
+    ep->last_ack_time = now / 1e6;
+}
+
+void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    double now;
+
+    switch (usnic_tx_classify_ack(&ep->tx, ack)) {
+    case USNIC_ACK_OLD:
+        ++module->stats.num_old_dup_acks;
+        return;
+    case USNIC_ACK_BOGUS:
+        ++module->stats.num_bogus_acks;
+        return;
+    case USNIC_ACK_DUP:
+        ++module->stats.num_dup_acks;
+        dup_ack(ep, ack);
+        return;
+    case USNIC_ACK_NEW:
+        break;
+    }
+
+    now = opal_btl_usnic_now_us();
+    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
+        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
+        opal_btl_usnic_send_seg_t *seg = *slot;
+
+        *slot = NULL;
+        /* Advance first: a PML callback below may send on this endpoint. */
+        ep->tx.ack_seq_rcvd = s;
+        if (ep->rtt_timing && s == ep->rtt_seq) {
+            ep->rtt_timing = false;
+            usnic_rto_sample(&ep->rto, now - ep->rtt_start_us);
+        }
+        if (NULL != seg) {
+            opal_btl_usnic_seg_acked(module, seg);
+        }
+        if (s == ack) {
+            break;
+        }
+    }
+    new_ack(ep, ack, now);
+    opal_btl_usnic_check_rts(ep);
+}
+
+/* ---- resending ---- */
+
+void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
+    int n = 0;
+
+    while (data->sd_wqe > 0 && n < usnic_component.max_resends_per_iteration &&
+           !opal_list_is_empty(&module->pending_resend_segs)) {
+        opal_list_item_t *li = opal_list_remove_first(&module->pending_resend_segs);
+        opal_btl_usnic_send_seg_t *seg = usnic_container_of(li, opal_btl_usnic_send_seg_t,
+                                                            resend_li);
+        opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
+
+        seg->on_resend_list = false;
+        if (ep->failed) {
+            continue;
+        }
+        /* A resent segment's ACK says nothing about the round trip. */
+        if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
+            ep->rtt_timing = false;
+        }
+        /* Still owned by the device from the previous post: it goes out
+         * anyway, and the timer still runs. */
+        if (0 == seg->posted) {
+            seg->hdr->ack_present = 0;
+            opal_btl_usnic_send_post(module, ep, seg, USNIC_DATA_CHANNEL);
+            ++module->stats.num_resends;
+            ++n;
+        }
+    }
+}
+
+/* ---- ACK cadence ---- */
+
+/* Each ACK costs the peer's device a receive, so fewer is better as long as
+ * the sender's window stays open. */
+void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
+{
+    uint64_t ticks = usnic_component.progress_ticks;
+    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
+    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
+
+    if (!ep->on_acks_list) {
+        opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+        ep->on_acks_list = true;
+        ep->ack_due_tick = due;
+    } else if (immediate || ep->ack_due_tick > ticks) {
+        /* a delayed ACK waits for the pause; an immediate one stays so */
+        ep->ack_due_tick = due;
+    }
+}
+
+/* ---- dead peers ---- */
+
+void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
+{
+    double timeout = usnic_component.peer_timeout;
+    double now = opal_btl_usnic_now_us() / 1e6;
+    /* Not checked for long: this process was away from progress (and sent
+     * no retransmits); the stall it sat out is not the peer's fault. */
+    bool away = now - module->last_dead_check >= timeout / USNIC_PEER_WATCH_FRACTION;
+    opal_list_item_t *li;
+
+    module->last_dead_check = now;
+    /* Only endpoints with unacknowledged data can stall: those whose
+     * retransmit timer runs (idle peers cost nothing here). */
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
+        double seen, busy;
+        char ip[32];
+
+        if (ep->failed) {
+            continue;
+        }
+        busy = opal_btl_usnic_liveness_busy(ep);
+        seen = busy > ep->last_ack_time ? busy : ep->last_ack_time;
+        switch (usnic_peer_judge(&ep->watch, now, seen, timeout, away)) {
+        case USNIC_PEER_OK:
+            continue;
+        case USNIC_PEER_PING:
+            opal_btl_usnic_liveness_ping(ep);
+            continue;
+        case USNIC_PEER_DEAD:
+            break;
+        }
+        ep->failed = true;
+        opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
+        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
+                       opal_process_info.nodename, module->dev_name, module->if_name,
+                       opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                       usnic_component.peer_timeout,
+                       (int) usnic_tx_window_inflight(&ep->tx),
+                       opal_btl_usnic_liveness_summary(ep, now, timeout));
+        snprintf(module->fatal_cause, sizeof(module->fatal_cause), "peer %s unreachable", ip);
+        opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);
+    }
+}

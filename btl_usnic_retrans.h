@@ -1,0 +1,69 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Retransmit and liveness policy: when a segment goes out again, when an
+ * ACK goes out, when a silent peer is declared dead.  The knobs and where
+ * each acts are described at the top of btl_usnic_retrans.c.
+ */
+
+#ifndef BTL_USNIC_RETRANS_H
+#define BTL_USNIC_RETRANS_H
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+
+BEGIN_C_DECLS
+
+/* Progress calls between two dead-peer checks (a power of two). */
+#define USNIC_PEER_CHECK_TICKS 256
+
+/* A fresh endpoint: timeout at its minimum, no timer, its peer alive now. */
+void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
+
+/* A segment went out for the first time and the round-trip clock or the
+ * retransmit timer is idle: time it, and start the timer (inline: once per
+ * round trip on the send path).  One clock read, and only when something
+ * starts: the timer and the dead-peer clock run only while data is
+ * unacknowledged. */
+static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep,
+                                                    uint16_t seq)
+{
+    double now = opal_btl_usnic_now_us();
+
+    if (!ep->rtt_timing) {
+        ep->rtt_timing = true;
+        ep->rtt_seq = seq;
+        ep->rtt_start_us = now;
+    }
+    if (!ep->on_timer_list) {
+        ep->last_ack_time = now / 1e6;
+        ep->rto_deadline_us = now + ep->rto.rto_us;
+        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
+        ep->on_timer_list = true;
+    }
+}
+
+/* A cumulative ACK arrived from the peer of ep: release what it covers,
+ * sample the round trip, and act on it as the policy says. */
+void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
+
+/* Nothing is unacknowledged any more (or the endpoint goes away). */
+void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
+
+/* Expire the module's retransmit timers that are due at `now` (monotonic
+ * microseconds): the oldest unacknowledged segment of such an endpoint is
+ * queued for resending.  Returns the number of segments queued. */
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now);
+
+/* Post the queued retransmits, within the per-pass budget. */
+void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);
+
+/* We owe the peer an ACK: now, or at the ACK cadence. */
+void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now);
+
+/* Judge the peers that hold our data unacknowledged; a dead one is fatal. */
+void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module);
+
+END_C_DECLS
+#endif /* BTL_USNIC_RETRANS_H */
