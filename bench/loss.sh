@@ -12,31 +12,29 @@
 # as `flock /tmp/usnic-vm.lock bench/loss.sh` where VM runs must not overlap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=5 loss=1 out=bench/results/latest/loss
+rounds=5 loss=1 out=bench/results/latest/loss mode=host
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=${2:?--rounds needs a number}; shift ;;
         --loss) loss=${2:?--loss needs a percentage}; shift ;;
         --out) out=${2:?--out needs a directory}; shift ;;
-        --in-vm) shift; break ;;
+        --in-vm|--report) mode=${1#--}; rounds=$2 loss=$3 out=$4; break ;;
         -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "usage: bench/loss.sh [--rounds N] [--loss PCT] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
 done
 
-if [ "${1:-}" != run ]; then
+if [ "$mode" = host ]; then
     case $rounds in ''|*[!0-9]*|0) echo "loss.sh: --rounds needs a positive number" >&2; exit 2 ;; esac
     mkdir -p "$out/raw"
-    rm -f "$out"/raw/*.txt
-    tools/rxe-vm/rxe-vm bench/loss.sh --in-vm run "$rounds" "$loss" "$out"
-    exec bench/loss.sh --in-vm report "$rounds" "$loss" "$out"
+    rm -f "$out"/raw/*
+    tools/rxe-vm/rxe-vm bench/loss.sh --in-vm "$rounds" "$loss" "$out"
+    exec bench/loss.sh --report "$rounds" "$loss" "$out"
 fi
-shift
-mode=$1 rounds=$2 loss=$3 out=$4
 SIZES=65536,1048576,4194304
 
-if [ "$mode" = run ]; then
+if [ "$mode" = in-vm ]; then
     # shellcheck source=SCRIPTDIR/../test/vm/lib.sh
     . test/vm/lib.sh
     # shellcheck source=SCRIPTDIR/../test/vm/fault-lib.sh
@@ -95,5 +93,22 @@ sum() { awk -F= -v k="$1" '$1 == "A_" k || $1 == "B_" k { n += $2 } END { print 
     done
     echo
     echo "(resends and cuts: per run, both hosts, all three sizes)"
+    echo
+    echo "Under loss vs lossless, same round and setting (median of the per-round ratios):"
+    echo
+    echo "| size | $loss% / 0%, on | $loss% / 0%, off |"
+    echo "|---|---|---|"
+    for s in ${SIZES//,/ }; do
+        row=()
+        for cc in 1 0; do
+            ratios=()
+            for ((r = 1; r <= rounds; r++)); do
+                x=$(bw "$s" "$out/raw/loss$loss-cc$cc-r$r.txt") y=$(bw "$s" "$out/raw/loss0-cc$cc-r$r.txt")
+                ratios+=("$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.3f", x / y }')")
+            done
+            row+=("$(printf '%s\n' "${ratios[@]}" | median)")
+        done
+        printf '| %s | %s | %s |\n' "$s" "${row[0]}" "${row[1]}"
+    done
 } > "$out/loss.md"
 cat "$out/loss.md"
