@@ -132,6 +132,7 @@ typedef struct opal_btl_usnic_component_t {
     int cq_num;
     int retrans_timeout;            /* microseconds */
     int max_resends_per_iteration;
+    bool congestion_control;
     int ack_iteration_delay;        /* progress passes */
     int priority_limit;             /* bytes; 0 = as large as the channel allows */
     int pack_lazy_threshold;

@@ -120,6 +120,10 @@ int opal_btl_usnic_component_register(void)
     reg_int("max_resends_per_iteration", "Most segments retransmitted in one progress pass, "
             "so receives (and thus ACKs) keep being processed during a retransmit storm",
             16, &c->max_resends_per_iteration, OPAL_INFO_LVL_5);
+    reg_bool("congestion_control", "If true, a peer's send window shrinks when segments to it "
+             "are lost (halved at a fast retransmit, to 4 segments at a retransmit timeout) and "
+             "grows back as ACKs arrive (AIMD); if false, only the peer's receive buffers "
+             "limit it", true, &c->congestion_control, OPAL_INFO_LVL_5);
     reg_int("ack_iteration_delay", "Progress passes to wait before sending a standalone ACK, "
             "giving it a chance to ride on a data packet instead", 4,
             &c->ack_iteration_delay, OPAL_INFO_LVL_5);

@@ -28,6 +28,14 @@
  *                  at once (NewReno's partial ACKs; new_ack).
  * fast retransmit  USNIC_FAST_RETRANS_DUP_ACKS (1) duplicate ACK resends the
  *                  segment after it, once per hole (dup_ack).
+ * congestion       btl_usnic_congestion_control (on): a fast retransmit
+ *                  halves the endpoint's congestion window, an expiry
+ *                  restarts it from USNIC_CWND_MIN segments, once per window
+ *                  of data (cut); ACKs grow it back, per segment up to half
+ *                  the window at the loss, then one per window (AIMD), until
+ *                  it reaches the peer's buffers and stops limiting (new_ack;
+ *                  arithmetic in usnic_tx_cwnd_* of btl_usnic_window.c).  A
+ *                  lossless link never meets it.
  * resend budget    btl_usnic_max_resends_per_iteration (16) retransmits per
  *                  progress pass, so that receives and their ACKs keep being
  *                  processed during a storm; a segment the device still owns
@@ -82,6 +90,14 @@ static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_se
     }
 }
 
+/* A loss seen: send less into the path that lost it. */
+static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
+{
+    if (usnic_component.congestion_control && usnic_tx_cwnd_loss(&ep->tx, timeout)) {
+        ++ep->module->stats.num_cwnd_cuts;
+    }
+}
+
 /* ---- the retransmit timer ---- */
 
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
@@ -104,6 +120,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     int n = 0;
 
     usnic_rto_backoff(&ep->rto);
+    cut(ep, true);
     ep->in_recovery = true;
     ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
     if (NULL != seg && !seg->on_resend_list) {
@@ -146,14 +163,16 @@ static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ++ep->dup_ack_count == USNIC_FAST_RETRANS_DUP_ACKS) {
         queue_resend(module, seg);
         ++module->stats.num_fast_retrans;
+        cut(ep, false);
     }
 }
 
 /* The window moved up to ack: the peer is alive, the backoff goes; in a
  * recovery a partial ACK points at the next hole. */
-static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, double now)
+static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked, double now)
 {
     ep->dup_ack_count = 0;
+    usnic_tx_cwnd_acked(&ep->tx, acked);
     usnic_rto_unback(&ep->rto);
     if (ep->in_recovery) {
         if (USNIC_SEQ_DIFF16(ep->recover_seq, ack) > 0 && 0 != usnic_tx_window_inflight(&ep->tx)) {
@@ -177,6 +196,7 @@ static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, double now)
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
+    uint32_t acked = (uint16_t)(ack - ep->tx.ack_seq_rcvd);
     double now;
 
     switch (usnic_tx_classify_ack(&ep->tx, ack)) {
@@ -213,7 +233,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             break;
         }
     }
-    new_ack(ep, ack, now);
+    new_ack(ep, ack, acked, now);
     opal_btl_usnic_check_rts(ep);
 }
 

@@ -22,6 +22,7 @@
     X(num_resends, "segments retransmitted")                                  \
     X(num_timeout_retrans, "retransmits caused by the retransmit timer")     \
     X(num_fast_retrans, "retransmits caused by duplicate ACKs")              \
+    X(num_cwnd_cuts, "congestion window reductions after a loss")            \
     X(num_total_recvs, "datagrams received")                                  \
     X(num_frag_recvs, "small fragments received")                             \
     X(num_chunk_recvs, "chunks received")                                     \

@@ -25,6 +25,48 @@ usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack
     return USNIC_ACK_NEW;
 }
 
+bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout)
+{
+    uint32_t half = usnic_tx_window_inflight(w) / 2;
+
+    /* One cut per window: losses among the segments already in flight
+     * at the last cut belong to the same congestion event. */
+    if (w->cut_active && USNIC_SEQ_DIFF16(w->cut_seq, w->ack_seq_rcvd) > 0) {
+        return false;
+    }
+    if (half < USNIC_CWND_MIN) {
+        half = USNIC_CWND_MIN;
+    }
+    w->ssthresh = half;
+    w->cwnd = timeout ? USNIC_CWND_MIN : half;
+    w->cwnd_acked = 0;
+    w->cut_seq = (uint16_t)(w->next_seq_to_send - 1);
+    w->cut_active = true;
+    return true;
+}
+
+void usnic_tx_cwnd_grow(usnic_tx_window_t *w, uint32_t acked)
+{
+    if (w->cut_active && USNIC_SEQ_DIFF16(w->cut_seq, w->ack_seq_rcvd) <= 0) {
+        w->cut_active = false;
+    }
+    if (w->cwnd < w->ssthresh) {
+        w->cwnd += acked;
+        if (w->cwnd > w->ssthresh) {
+            w->cwnd = w->ssthresh;
+        }
+    } else {
+        w->cwnd_acked += acked;
+        while (w->cwnd_acked >= w->cwnd) {
+            w->cwnd_acked -= w->cwnd;
+            ++w->cwnd;
+        }
+    }
+    if (w->cwnd >= w->size) {
+        w->cwnd = USNIC_CWND_OPEN;
+    }
+}
+
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits)
 {
     w->next_contig = first_seq;

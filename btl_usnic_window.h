@@ -20,10 +20,20 @@
 
 /* ---- sender side ---- */
 
+/* Congestion window: none (USNIC_CWND_OPEN) until a loss is seen, so a
+ * lossless link sends exactly as the receiver's buffers allow. */
+#define USNIC_CWND_OPEN UINT32_MAX
+#define USNIC_CWND_MIN 4
+
 typedef struct {
     uint16_t next_seq_to_send;  /* next sequence number to assign */
     uint16_t ack_seq_rcvd;      /* highest sequence cumulatively ACKed */
-    uint32_t size;              /* how many may be outstanding */
+    uint32_t size;              /* how many may be outstanding: the peer's buffers */
+    uint32_t cwnd;              /* ... and the congestion window (AIMD) */
+    uint32_t ssthresh;          /* below it cwnd grows per ACKed segment, above per round */
+    uint32_t cwnd_acked;        /* segments ACKed toward the next +1 above ssthresh */
+    uint16_t cut_seq;           /* last sequence sent when cwnd was last cut */
+    bool cut_active;            /* a cut happened and cut_seq is not yet ACKed */
 } usnic_tx_window_t;
 
 static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint32_t size)
@@ -31,6 +41,11 @@ static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint
     w->next_seq_to_send = isn;
     w->ack_seq_rcvd = (uint16_t)(isn - 1);
     w->size = size;
+    w->cwnd = USNIC_CWND_OPEN;
+    w->ssthresh = 0;
+    w->cwnd_acked = 0;
+    w->cut_seq = 0;
+    w->cut_active = false;
 }
 
 /* Segments sent but not yet ACKed. */
@@ -41,7 +56,23 @@ static inline uint32_t usnic_tx_window_inflight(const usnic_tx_window_t *w)
 
 static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
 {
-    return usnic_tx_window_inflight(w) < w->size;
+    uint32_t inflight = usnic_tx_window_inflight(w);
+    return inflight < w->size && inflight < w->cwnd;
+}
+
+/* A loss was seen (timeout: the timer expired; else a duplicate ACK): the
+ * congestion window halves (a timeout restarts it from USNIC_CWND_MIN),
+ * once per window of data.  Returns whether it was cut. */
+bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout);
+/* acked segments were newly acknowledged: the window grows back (one per
+ * segment below ssthresh, one per window above) and opens up again once it
+ * reaches the peer's buffers. */
+void usnic_tx_cwnd_grow(usnic_tx_window_t *w, uint32_t acked);
+static inline void usnic_tx_cwnd_acked(usnic_tx_window_t *w, uint32_t acked)
+{
+    if (USNIC_CWND_OPEN != w->cwnd) {
+        usnic_tx_cwnd_grow(w, acked);
+    }
 }
 
 typedef enum {

@@ -523,6 +523,81 @@ USNIC_TEST(engine_lost_ack)
     return 0;
 }
 
+/* A lost segment cuts the congestion window once for the window of data it
+ * belongs to; the sender lets what is in flight drain below the window and
+ * from then on keeps it there, and everything still arrives.  With
+ * btl_usnic_congestion_control off only the peer's buffers limit. */
+typedef struct {
+    uint32_t min_cwnd;
+    uint32_t drained;       /* steps at or below the window after a cut */
+    uint32_t violations;    /* steps above it after having drained */
+} cwnd_seen_t;
+
+static int cwnd_run(bool congestion_control, cwnd_seen_t *seen)
+{
+    world_t *w = world_new(300, 400);
+    drop_first_t f = {.from = SIDE_A, .seqs = {330, 331, 345}, .nseqs = 3};
+    opal_btl_usnic_endpoint_t *ep;
+    uint32_t prev_cwnd = USNIC_CWND_OPEN;
+    bool drained = false;
+
+    check(NULL != w);
+    usnic_component.congestion_control = congestion_control;
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    for (int i = 0; i < 40; ++i) {
+        check(NULL != world_send(w, SIDE_A, 140000, SEND_PREPARE));
+    }
+    ep = w->ep[SIDE_A];
+    memset(seen, 0, sizeof(*seen));
+    seen->min_cwnd = USNIC_CWND_OPEN;
+    for (int i = 0; i < 100000 && !world_quiescent(w); ++i) {
+        uint32_t inflight, cwnd;
+
+        if (0 == world_step(w)) {
+            world_fire_timeouts(w, SIDE_A);
+        }
+        inflight = usnic_tx_window_inflight(&ep->tx);
+        cwnd = ep->tx.cwnd;
+        if (cwnd < prev_cwnd) {
+            drained = false;        /* a new cut: in flight may exceed it */
+        }
+        if (USNIC_CWND_OPEN != cwnd) {
+            if (inflight <= cwnd) {
+                drained = true;
+                ++seen->drained;
+            } else if (drained) {
+                ++seen->violations;
+            }
+        }
+        if (cwnd < seen->min_cwnd) {
+            seen->min_cwnd = cwnd;
+        }
+        prev_cwnd = cwnd;
+    }
+    check(world_quiescent(w));
+    check_int_eq(f.dropped, 3);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, congestion_control ? 1 : 0);
+    world_fini(w);
+    return 0;
+}
+
+USNIC_TEST(engine_cwnd_cut_on_loss)
+{
+    cwnd_seen_t seen;
+
+    check_int_eq(cwnd_run(true, &seen), 0);
+    check(seen.min_cwnd < USNIC_TX_WINDOW_MAX);
+    check(seen.min_cwnd >= USNIC_CWND_MIN);
+    check(seen.drained > 10);
+    check_int_eq(seen.violations, 0);
+    check_int_eq(cwnd_run(false, &seen), 0);
+    check_int_eq(seen.min_cwnd, USNIC_CWND_OPEN);
+    return 0;
+}
+
 /* Losing copies of data and ACKs both ways, with reordering: everything
  * arrives once, and user memory handed back at local completion may be
  * overwritten at once (resends never read it). */

@@ -168,3 +168,97 @@ USNIC_TEST(peer_judge)
     check_int_eq(usnic_peer_judge(&w, 134, 100, T, false), USNIC_PEER_DEAD);
     return 0;
 }
+
+/* No loss, no congestion window: only the peer's buffers limit. */
+USNIC_TEST(tx_cwnd_open_until_loss)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 200);
+    check_int_eq(w.cwnd, USNIC_CWND_OPEN);
+    w.next_seq_to_send = (uint16_t)(ISN + 199);
+    usnic_tx_cwnd_acked(&w, 50);
+    check_int_eq(w.cwnd, USNIC_CWND_OPEN);
+    check(usnic_tx_window_open(&w));
+    return 0;
+}
+
+/* A duplicate ACK halves the window in flight, once per window of data;
+ * a timeout restarts from USNIC_CWND_MIN. */
+USNIC_TEST(tx_cwnd_cut_once_per_window)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 256);
+    w.next_seq_to_send = (uint16_t)(ISN + 100);     /* 100 in flight */
+    check(usnic_tx_cwnd_loss(&w, false));
+    check_int_eq(w.cwnd, 50);
+    check_int_eq(w.ssthresh, 50);
+    check(!usnic_tx_window_open(&w));
+    /* more holes among the same 100: the same congestion event */
+    w.ack_seq_rcvd = (uint16_t)(ISN + 40);
+    check(!usnic_tx_cwnd_loss(&w, false));
+    check(!usnic_tx_cwnd_loss(&w, true));
+    check_int_eq(w.cwnd, 50);
+    /* all 100 acknowledged: a new loss is a new event */
+    w.ack_seq_rcvd = (uint16_t)(ISN + 99);
+    usnic_tx_cwnd_acked(&w, 59);
+    w.next_seq_to_send = (uint16_t)(ISN + 130);     /* 30 in flight */
+    check(usnic_tx_cwnd_loss(&w, true));
+    check_int_eq(w.ssthresh, 15);
+    check_int_eq(w.cwnd, USNIC_CWND_MIN);
+    /* never below the minimum */
+    w.ack_seq_rcvd = (uint16_t)(ISN + 129);
+    usnic_tx_cwnd_acked(&w, 30);
+    w.next_seq_to_send = (uint16_t)(ISN + 132);
+    check(usnic_tx_cwnd_loss(&w, false));
+    check_int_eq(w.ssthresh, USNIC_CWND_MIN);
+    check_int_eq(w.cwnd, USNIC_CWND_MIN);
+    return 0;
+}
+
+/* Growth: per ACKed segment up to ssthresh, then one per window; open
+ * again at the peer's buffers. */
+USNIC_TEST(tx_cwnd_grows_back)
+{
+    usnic_tx_window_t w;
+    uint32_t acked = 0;
+
+    usnic_tx_window_init(&w, ISN, 64);
+    w.next_seq_to_send = (uint16_t)(ISN + 40);
+    check(usnic_tx_cwnd_loss(&w, true));
+    check_int_eq(w.cwnd, USNIC_CWND_MIN);
+    check_int_eq(w.ssthresh, 20);
+    w.ack_seq_rcvd = (uint16_t)(ISN + 39);
+    usnic_tx_cwnd_acked(&w, 10);
+    check_int_eq(w.cwnd, 14);
+    usnic_tx_cwnd_acked(&w, 10);
+    check_int_eq(w.cwnd, 20);                       /* capped at ssthresh */
+    usnic_tx_cwnd_acked(&w, 19);
+    check_int_eq(w.cwnd, 20);
+    usnic_tx_cwnd_acked(&w, 1);
+    check_int_eq(w.cwnd, 21);                       /* a window's worth: +1 */
+    while (USNIC_CWND_OPEN != w.cwnd && acked < 10000) {
+        usnic_tx_cwnd_acked(&w, 1);
+        ++acked;
+    }
+    check_int_eq(w.cwnd, USNIC_CWND_OPEN);
+    /* 21 + 22 + ... + 63 segments to climb from 21 to 64 */
+    check_int_eq(acked, (21 + 63) * 43 / 2);
+    return 0;
+}
+
+/* cwnd bounds what is in flight, below the peer's buffers. */
+USNIC_TEST(tx_cwnd_bounds_inflight)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 64);
+    w.next_seq_to_send = (uint16_t)(ISN + 20);
+    check(usnic_tx_cwnd_loss(&w, false));           /* cwnd 10 */
+    w.ack_seq_rcvd = (uint16_t)(ISN + 10);          /* 9 in flight */
+    check(usnic_tx_window_open(&w));
+    w.next_seq_to_send = (uint16_t)(ISN + 21);      /* 10 in flight */
+    check(!usnic_tx_window_open(&w));
+    return 0;
+}
