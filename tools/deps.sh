@@ -1,6 +1,6 @@
 #!/bin/bash
 # tools/deps.sh [--no-vm-prepare]: install every Debian package the project needs (build,
-# unit tests, in-tree check, VM tests, plots), then warm up the VM cache with
+# unit tests, in-tree check, Debian package, VM tests, plots), then warm up the VM cache with
 # `tools/rxe-vm/rxe-vm --prepare` (kernel download + image build; skipped with
 # --no-vm-prepare or USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it
 # only runs one dpkg-query (and rxe-vm --prepare, itself a fast no-op once its cache is built).
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils
       ibverbs-providers rdma-core libnl-3-dev libnl-route-3-dev libhwloc-dev perftest
       qemu-system-x86 busybox-static xz-utils zstd iproute2 util-linux autoconf automake
-      libtool flex dpkg-dev clang libclang-rt-14-dev gnuplot-nox valgrind)
+      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind)
 skip_vm=${USNIC_SKIP_VM_PREPARE:-0}
 case ${1:-} in
     --no-vm-prepare) skip_vm=1 ;;
