@@ -126,7 +126,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
         opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
                        opal_process_info.nodename, module->dev_name,
-                       opal_get_proc_hostname(endpoint->proc->proc_opal),
+                       endpoint->proc->hostname,
                        "send window and retransmit tables");
         opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
         return NULL;

@@ -122,11 +122,10 @@ void opal_btl_usnic_write_connectivity_map(void)
                 mods[m]->if_name, ip, mac, mods[m]->if_mtu);
     }
     for (i = 0; i < nprocs; ++i) {
-        const char *host = opal_get_proc_hostname(procs[i]->proc_opal);
         bool first = true;
 
         fprintf(f, "peer=%u,hostname=%s,", procs[i]->proc_opal->proc_name.vpid,
-                NULL != host ? host : "(unknown)");
+                procs[i]->hostname);
         for (int m = 0; m < c->num_modules; ++m) {
             int mi = (int)(mods[m] - c->modules);
             opal_btl_usnic_endpoint_t *ep = procs[i]->endpoints[mi];

@@ -103,7 +103,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
                 if (usnic_component.show_route_failures) {
                     opal_show_help("help-mpi-btl-usnic.txt", "create_ah failed", true,
                                    opal_process_info.nodename, module->dev_name, module->if_name,
-                                   opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                                   ep->proc->hostname, ip,
                                    strerror(err));
                 }
                 OBJ_RELEASE(ep);
@@ -177,13 +177,13 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
         if (idx < 0) {
             usnic_verbose(5, "%s: %s: no device of %s pairs with this one",
                           opal_process_info.nodename, module->dev_name,
-                          opal_get_proc_hostname(proc));
+                          up->hostname);
             continue;
         }
         if (up->modex[idx].mtu != module->local_addr.mtu) {
             opal_show_help("help-mpi-btl-usnic.txt", "MTU mismatch", true,
                            opal_process_info.nodename, module->dev_name, module->if_name,
-                           (int) module->local_addr.mtu, opal_get_proc_hostname(proc),
+                           (int) module->local_addr.mtu, up->hostname,
                            (int) up->modex[idx].mtu);
             continue;
         }
@@ -223,8 +223,8 @@ static int usnic_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_
         }
         usnic_verbose(5, "%s: %s: endpoint to %s (%s record %d, data QP %u)",
                       opal_process_info.nodename, module->dev_name,
-                      opal_get_proc_hostname(ep->proc->proc_opal),
-                      opal_get_proc_hostname(ep->proc->proc_opal), ep->remote_index,
+                      ep->proc->hostname,
+                      ep->proc->hostname, ep->remote_index,
                       ep->remote.qp_num[USNIC_DATA_CHANNEL]);
     }
     free(fresh);
@@ -647,7 +647,7 @@ static void usnic_dump(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         opal_output(0, "btl:usnic: %s: %s: endpoint to %s: next seq %u, acked %u, recv left "
                     "edge %u, queued %d, credits %d",
                     opal_process_info.nodename, module->dev_name,
-                    opal_get_proc_hostname(endpoint->proc->proc_opal),
+                    endpoint->proc->hostname,
                     endpoint->tx.next_seq_to_send, endpoint->tx.ack_seq_rcvd,
                     endpoint->rx.next_contig, (int) opal_list_get_size(&endpoint->send_queue),
                     endpoint->send_credits);
@@ -756,7 +756,7 @@ static void check_dead_peers(opal_btl_usnic_module_t *module)
         opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
         opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
                        opal_process_info.nodename, module->dev_name, module->if_name,
-                       opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                       ep->proc->hostname, ip,
                        usnic_component.peer_timeout,
                        (int) usnic_tx_window_inflight(&ep->tx),
                        opal_btl_usnic_liveness_summary(ep, now, timeout));

@@ -16,7 +16,6 @@
 #include <sys/resource.h>
 
 #include "opal/constants.h"
-#include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
 #include "opal/util/error.h"
 #include "opal/util/show_help.h"

@@ -10,7 +10,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "opal/mca/event/event.h"
+#include "btl_usnic_compat.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_frag.h"

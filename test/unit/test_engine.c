@@ -17,7 +17,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "opal/mca/event/event.h"
 
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
