@@ -25,7 +25,7 @@ DEB=${debs[0]}
 echo "package: $DEB"
 LIBDIR=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
 DATADIR=$(ompi_info --path pkgdatadir --parsable | cut -d: -f3)
-OMPI_VER=$(ompi_info --parsable | sed -n 's/^opal:version:full://p')
+OMPI_VER=$(ompi_info --parsable | sed -n 's/^ompi:version:full://p')
 [ -n "$LIBDIR" ] && [ -n "$DATADIR" ] && [ -n "$OMPI_VER" ] || fail "ompi_info gave no paths or version"
 COMP=$LIBDIR/mca_btl_usnic.so HELP=$DATADIR/help-mpi-btl-usnic.txt
 
