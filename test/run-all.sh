@@ -9,8 +9,10 @@
 #             prints "engine: N passed, N failed", results in bench/results/engine-check)
 #   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
 #   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
-#   deb       tools/build-deb.sh --nocheck (the Debian package, lintian clean, for t-debpkg;
-#             the unit tests it would repeat ran in the unit step)
+#   deb       tools/build-deb.sh --nocheck (the Debian 12 package, lintian clean, for
+#             t-debpkg; the unit tests it would repeat ran in the unit step)
+#   deb13     tools/build-deb.sh --debian13 --nocheck (the Debian 13 package, built chrooted
+#             in the Debian 13 root of tools/debian13-root.sh, which it makes if missing)
 #   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
@@ -53,6 +55,7 @@ else
 fi
 step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step deb tools/build-deb.sh --nocheck
+step deb13 tools/build-deb.sh --debian13 --nocheck
 step vm test/vm/run.sh
 step bench bench/run.sh --quick --out bench/results/smoke
 
