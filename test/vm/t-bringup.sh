@@ -6,8 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 
 onhost A ompi_info > "$WORK/ompi_info" 2>&1
-assert_grep 'MCA btl: usnic \(.*API v3\.1\.0' "$WORK/ompi_info" \
-    "ompi_info lists btl usnic with BTL API v3.1.0 (make -C standalone install puts it there)"
+assert_grep "MCA btl: usnic \(.*API v${BTL_API//./\\.}" "$WORK/ompi_info" \
+    "ompi_info lists btl usnic with BTL API v$BTL_API (make -C standalone install puts it there)"
 onhost A ompi_info --param btl usnic --level 9 > "$WORK/params" 2>&1
 for p in btl_usnic_if_include btl_usnic_retrans_timeout; do
     assert_grep "parameter \"$p\"" "$WORK/params" "ompi_info --param btl usnic lists $p"
