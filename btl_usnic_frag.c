@@ -175,11 +175,14 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
                                         opal_btl_usnic_send_frag_t *frag)
 {
     if (frag->cb_deferred && !frag->queued && 0 == frag->segs_unacked && 0 == frag->segs_posted) {
-        /* The PML may free or send the descriptor again in its callback:
-         * nothing of this frag may be touched after it. */
+        /* A PML that still owns the descriptor may free it or send it again
+         * in its callback: nothing of this frag may be touched after it. */
+        bool freed = frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
         frag->cb_deferred = false;
         opal_btl_usnic_frag_local_done(module, frag);
-        return;
+        if (!freed) {
+            return;
+        }
     }
     if (!(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || frag->queued ||
         0 != frag->segs_unacked || 0 != frag->segs_posted) {

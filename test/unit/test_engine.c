@@ -2303,7 +2303,28 @@ USNIC_TEST(engine_pml_resends_descriptor)
             ++got;
         }
         check_int_eq(btl->btl_free(btl, des), OPAL_SUCCESS);
+
+        /* A PML that lets its descriptor go while the callback waits for the
+         * ACKs still gets the callback once, and the frag goes back. */
+        r = (resend_cb_t){0};
+        des = btl->btl_alloc(btl, w->ep[SIDE_A], MCA_BTL_NO_ORDER, lens[l],
+                             MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
+        check(NULL != des);
+        des->des_cbfunc = resend_cb;
+        des->des_cbdata = &r;
+        memset(des->des_segments[0].seg_addr.pval, 0x5a, lens[l]);
+        world_run_as(w, SIDE_A);
+        check_int_eq(btl->btl_send(btl, w->ep[SIDE_A], des, WORLD_TAG), OPAL_SUCCESS);
+        for (int i = 0; i < 1000 && !((opal_btl_usnic_send_frag_t *) des)->cb_deferred; ++i) {
+            world_progress(w, SIDE_A);
+        }
+        check(((opal_btl_usnic_send_frag_t *) des)->cb_deferred);
+        check_int_eq(btl->btl_free(btl, des), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+        check_int_eq(r.calls, 1);
+        ++got;
     }
+    check_int_eq(w->nrx, got);
     check(c.lost > 0 && c.acks_lost > 0);
     check_ok(world_check_idle(w));
     world_fini(w);
