@@ -28,9 +28,9 @@
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/util/alfg.h"
+#include "opal/util/output.h"
 
 #include "btl_usnic_compat.h"
-#include "opal/util/output.h"
 
 BEGIN_C_DECLS
 

@@ -461,6 +461,12 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     }
     frag->tag = tag;
     frag->put_addr = 0;
+    /* Its owner may send a descriptor again after its callback. */
+    frag->local_done = false;
+    if (USNIC_FRAG_LARGE == frag->type) {
+        frag->frag_id = 0;
+        frag->sent_offset = 0;
+    }
     frag_finalize_size(frag);
     /* A chunked frag needs at least one byte (the PML shrank seg_len to 0). */
     if (OPAL_UNLIKELY(USNIC_FRAG_LARGE == frag->type && 0 == frag->size)) {
@@ -469,7 +475,10 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     ++module->stats.pml_module_sends;
 
     if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
-        if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) {
+        /* A descriptor the PML owns is not free while the datagram may have
+         * to go again: no inline completion for it. */
+        if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK ||
+            !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
             /* The callback runs from progress, not inside the PML's send;
              * "queued" keeps an early ACK from returning the frag. */
             frag->queued = true;
