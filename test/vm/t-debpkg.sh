@@ -8,11 +8,13 @@
 #      ompi_info lists usnic, and a bad parameter gets usnic's own help text (the help file
 #      is found);
 #   3) jobs over it: progs/p2p up to 256 KiB (every usnic and ob1 protocol), 1 rank per host with btl usnic,self and
-#      2 per host with usnic,self,vader, every byte checked, usnic's counters showing it
+#      2 per host with usnic,self,vader (sm on Open MPI 5.0), every byte checked, usnic's counters showing it
 #      carried the inter-host traffic (dp-lib.sh);
 #   4) dpkg --purge: no file of the package left (directories only where another package
 #      owns them), dpkg forgets it, ompi_info no longer lists usnic.
-# The guest's root is a throw-away overlay: dpkg changes nothing on the host.
+# The guest's root is a throw-away overlay: dpkg changes nothing on the host. Debian 12 (this
+# machine's root, Open MPI 4.1) and Debian 13 (RXE_VM_ROOT=$(tools/debian13-root.sh), 5.0):
+# each finds its own package, packaging/out/bookworm or packaging/out/trixie.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . /etc/os-release
