@@ -18,7 +18,8 @@
 # build takes the headers missing from libopenmpi-dev from (standalone/ompi-src.sh).
 # This machine's apt configuration and packages are not touched (debootstrap is installed
 # with apt-get if missing). Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/usnic-debian13/root
-# (DEBIAN13_CACHE overrides the directory), ~1 GB; packages added to the list below are
+# (DEBIAN13_CACHE overrides the directory), ~1 GB (+0.4 GB once tools/intree-check.sh --ompi 5.0
+# cached its tree in it); packages added to the list below are
 # installed into the cached root on the next run.
 # tools/rxe-vm/rxe-vm boots over it with RXE_VM_ROOT=$(tools/debian13-root.sh).
 set -euo pipefail
