@@ -14,7 +14,8 @@ cfg=
 for d in "$@"; do [ -f "$d/opal_config.h" ] && cfg=$d/opal_config.h && break; done
 [ -n "$cfg" ] || { echo "ompi-headers: no opal_config.h in $*" >&2; exit 1; }
 missing=
-for h in $(sed -n 's/^#define MCA_[A-Za-z0-9_]*_HEADER "\(opal\/[^"]*\.h\)"$/\1/p' "$cfg" | sort -u); do
+named=$(sed -n 's/^#define MCA_[A-Za-z0-9_]*_HEADER "\(opal\/[^"]*\.h\)"$/\1/p' "$cfg" | sort -u)
+for h in $named; do
     found=0
     for d in "$@"; do [ -f "$d/$h" ] && found=1; done
     [ $found = 1 ] || missing="$missing $h"
@@ -45,7 +46,8 @@ if [ -n "$missing" ]; then
             [ -f "$src/$h" ] || { echo "ompi-headers: $h is not in $src either" >&2; exit 1; }
             mkdir -p "$out/${h%/*}"
             cp "$src/$h" "$out/$h"
-            for i in $(sed -n 's/^#[ \t]*include "\(opal\/[^"]*\.h\)".*/\1/p' "$out/$h"); do
+            incs=$(sed -n 's/^#[ \t]*include "\(opal\/[^"]*\.h\)".*/\1/p' "$out/$h")
+            for i in $incs; do
                 found=0
                 for d in "$@" "$out"; do [ -f "$d/$i" ] && found=1; done
                 [ $found = 1 ] || case " $next " in *" $i "*) ;; *) next="$next $i" ;; esac

@@ -18,17 +18,18 @@
 # build takes the headers missing from libopenmpi-dev from (standalone/ompi-src.sh).
 # This machine's apt configuration and packages are not touched (debootstrap is installed
 # with apt-get if missing). Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/usnic-debian13/root
-# (DEBIAN13_CACHE overrides the directory), ~1 GB; packages added to the list below are
+# (DEBIAN13_CACHE overrides the directory), ~1 GB (+0.4 GB once tools/intree-check.sh --ompi 5.0
+# cached its tree in it); packages added to the list below are
 # installed into the cached root on the next run.
 # tools/rxe-vm/rxe-vm boots over it with RXE_VM_ROOT=$(tools/debian13-root.sh).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=trixie
 # the world, the stand-alone build, the VM guest's tools, tools/intree-check.sh's build
-PKGS="openmpi-bin libopenmpi-dev rdma-core ibverbs-providers ibverbs-utils libibverbs-dev
+PKGS=(openmpi-bin libopenmpi-dev rdma-core ibverbs-providers ibverbs-utils libibverbs-dev
       libhwloc-dev iproute2 perftest gcc make pkg-config dpkg-dev busybox-static procps
       util-linux kmod hostname
-      autoconf automake libtool flex perl libevent-dev libpmix-dev libnl-3-dev libnl-route-3-dev"
+      autoconf automake libtool flex perl libevent-dev libpmix-dev libnl-3-dev libnl-route-3-dev)
 C=${DEBIAN13_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-debian13}
 ROOT=$C/root
 msg() { echo "debian13-root: $*" >&2; }
@@ -38,6 +39,7 @@ die() { msg "error: $*"; exit 1; }
 # mount namespace so that every mount goes away with the command, however it ends
 run_in() {
     local r=$1; shift
+    # shellcheck disable=SC2016 # the inner script expands its own arguments
     unshare --mount --propagation private -- /bin/sh -euc '
         r=$1 repo=$2 cwd=$3; shift 3
         mount -t proc proc "$r/proc"
@@ -59,13 +61,15 @@ find_mirror() {
           if (u != "" && u !~ /security/ && s !~ /security/) { print u; exit } }' "$f" | grep .
 }
 
-stamp=$(printf '%s\n' "$SUITE" $PKGS | sha256sum | cut -c1-16)
+stamp=$(printf '%s\n' "$SUITE" "${PKGS[@]}" | sha256sum | cut -c1-16)
 install_pkgs() { # root
-    msg "installing $(echo $PKGS)"
-    run_in "$1" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get -q update > "$C/apt.log" 2>&1 &&
-    run_in "$1" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get -q install -y --no-install-recommends \
-        $PKGS >> "$C/apt.log" 2>&1 ||
-        { tail -n 30 "$C/apt.log" >&2; die "apt-get in $1 failed (log: $C/apt.log)"; }
+    msg "installing ${PKGS[*]}"
+    if ! { run_in "$1" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get -q update &&
+           run_in "$1" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get -q install -y \
+               --no-install-recommends "${PKGS[@]}"; } > "$C/apt.log" 2>&1; then
+        tail -n 30 "$C/apt.log" >&2
+        die "apt-get in $1 failed (log: $C/apt.log)"
+    fi
     run_in "$1" apt-get clean
     echo "$stamp" > "$1/.usnic-debian13"
 }

@@ -330,7 +330,9 @@ else
     (cd "$work_dir" && dpkg-source -x "$dsc" "$(basename "$tree")") \
         >"$log_dir/unpack.log" 2>&1 || fail "dpkg-source -x failed"
     rm -f "$work_dir"/*.orig.tar.* "$work_dir"/*.debian.tar.*   # copies left by dpkg-source
-    [ -f "$tree/opal/mca/btl/btl.h" ] && [ -f "$tree/autogen.pl" ] || fail "unpacked tree does not look like Open MPI"
+    if [ ! -f "$tree/opal/mca/btl/btl.h" ] || [ ! -f "$tree/autogen.pl" ]; then
+        fail "unpacked tree does not look like Open MPI"
+    fi
     stamp_set unpack "$(basename "$dsc")"
     step_done "$src_version into $tree"
 fi
