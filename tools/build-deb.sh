@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
-nocheck=0 out= d13=0 staged=0
+nocheck=0 out='' d13=0 staged=0
 while [ $# -gt 0 ]; do
     case $1 in
         --debian13) d13=1; shift ;;
@@ -36,6 +36,7 @@ done
 
 osrel=/etc/os-release
 [ "$d13" = 1 ] && osrel=$(tools/debian13-root.sh)/etc/os-release
+# shellcheck source=/dev/null
 . "$osrel"
 [ "${ID:-}" = debian ] && [ -n "${VERSION_CODENAME:-}" ] && [ -n "${VERSION_ID:-}" ] ||
     { echo "build-deb: not a Debian release ($osrel: ${PRETTY_NAME:-?})" >&2; exit 2; }
@@ -69,8 +70,9 @@ if [ "$staged" = 0 ]; then
     git log -1 --format=%ct > "$work/commit-time"
 fi
 if [ "$d13" = 1 ]; then
-    exec tools/debian13-root.sh run tools/build-deb.sh --staged --out "$out" \
-        $([ "$nocheck" = 1 ] && echo --nocheck)
+    args=(--staged --out "$out")
+    [ "$nocheck" = 1 ] && args+=(--nocheck)
+    exec tools/debian13-root.sh run tools/build-deb.sh "${args[@]}"
 fi
 
 ompi_ver=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
@@ -88,16 +90,17 @@ if [ "${ompi_ver%%.*}" != 4 ]; then
         echo "$debver" > "$osrc/.version"
     fi
     tree=$(find "$osrc" -mindepth 1 -maxdepth 1 -type d -name 'openmpi-*' | head -n 1)
-    OMPI_SRC=$tree sh standalone/ompi-headers.sh "$work/ompi-headers" $(mpicc.openmpi --showme:incdirs)
-    hdrs=$(cd "$work/ompi-headers" && find . -name '*.h' | sed 's|^\./||' | sort)
-    if [ -n "$hdrs" ]; then
+    read -ra incdirs <<< "$(mpicc.openmpi --showme:incdirs)"
+    OMPI_SRC=$tree sh standalone/ompi-headers.sh "$work/ompi-headers" "${incdirs[@]}"
+    mapfile -t hdrs < <(cd "$work/ompi-headers" && find . -name '*.h' | sed 's|^\./||' | sort)
+    if [ ${#hdrs[@]} -gt 0 ]; then
         mkdir -p "$src/ompi-headers"
-        (cd "$work/ompi-headers" && cp --parents -t "$src/ompi-headers" $hdrs)
+        (cd "$work/ompi-headers" && cp --parents -t "$src/ompi-headers" "${hdrs[@]}")
         cp "$tree/LICENSE" "$src/ompi-headers/LICENSE"
-        echo "build-deb: ompi-headers/ from openmpi $debver: $(echo $hdrs)"
+        echo "build-deb: ompi-headers/ from openmpi $debver: ${hdrs[*]}"
         {
             printf '\nFiles: ompi-headers/*\nCopyright:'
-            (cd "$src/ompi-headers" && sed -n 's/^ \* Copyright (c) *//p' $hdrs) |
+            (cd "$src/ompi-headers" && sed -n 's/^ \* Copyright (c) *//p' "${hdrs[@]}") |
                 sed 's/ *All rights reserved\.$//; s/^/ /' | sort -u
             printf 'Comment: Open MPI %s headers that libopenmpi-dev %s does not ship,\n' "$ompi_ver" "$debver"
             printf ' from Debian'"'"'s openmpi source package; LICENSE is Open MPI'"'"'s.\n'
