@@ -30,9 +30,10 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/event/event.h"
 #include "opal/util/alfg.h"
 #include "opal/util/output.h"
+
+#include "btl_usnic_compat.h"
 
 BEGIN_C_DECLS
 
@@ -157,7 +158,7 @@ typedef struct opal_btl_usnic_component_t {
     bool eager_limit_set_by_user;
 } opal_btl_usnic_component_t;
 
-OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
+OPAL_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
 
 /* Shorthand used throughout the component. */
 #define usnic_component mca_btl_usnic_component

@@ -72,7 +72,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
                 if (usnic_component.show_route_failures) {
                     opal_show_help("help-mpi-btl-usnic.txt", "create_ah failed", true,
                                    opal_process_info.nodename, module->dev_name, module->if_name,
-                                   opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                                   ep->proc->hostname, ip,
                                    strerror(err));
                 }
                 OBJ_RELEASE(ep);
@@ -132,13 +132,13 @@ static opal_btl_usnic_endpoint_t *new_endpoint(opal_btl_usnic_module_t *module, 
     if (idx < 0) {
         usnic_verbose(5, "%s: %s: no device of %s pairs with this one",
                       opal_process_info.nodename, module->dev_name,
-                      opal_get_proc_hostname(proc));
+                      up->hostname);
         return NULL;
     }
     if (up->modex[idx].mtu != module->local_addr.mtu) {
         opal_show_help("help-mpi-btl-usnic.txt", "MTU mismatch", true,
                        opal_process_info.nodename, module->dev_name, module->if_name,
-                       (int) module->local_addr.mtu, opal_get_proc_hostname(proc),
+                       (int) module->local_addr.mtu, up->hostname,
                        (int) up->modex[idx].mtu);
         return NULL;
     }
@@ -165,8 +165,8 @@ static void adopt_endpoint(opal_btl_usnic_module_t *module, int mi, opal_btl_usn
     opal_list_append(&module->all_endpoints, &ep->all_li);
     usnic_verbose(5, "%s: %s: endpoint to %s (%s record %d, data QP %u)",
                   opal_process_info.nodename, module->dev_name,
-                  opal_get_proc_hostname(ep->proc->proc_opal),
-                  opal_get_proc_hostname(ep->proc->proc_opal), ep->remote_index,
+                  ep->proc->hostname,
+                  ep->proc->hostname, ep->remote_index,
                   ep->remote.qp_num[USNIC_DATA_CHANNEL]);
 }
 
@@ -443,6 +443,12 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     }
     frag->tag = tag;
     frag->put_addr = 0;
+    /* Its owner may send a descriptor again after its callback. */
+    frag->local_done = false;
+    if (USNIC_FRAG_LARGE == frag->type) {
+        frag->frag_id = 0;
+        frag->sent_offset = 0;
+    }
     frag_finalize_size(frag);
     /* A chunked frag needs at least one byte (the PML shrank seg_len to 0). */
     if (OPAL_UNLIKELY(USNIC_FRAG_LARGE == frag->type && 0 == frag->size)) {
@@ -451,7 +457,10 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     ++module->stats.pml_module_sends;
 
     if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
-        if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) {
+        /* A descriptor the PML owns is not free while the datagram may have
+         * to go again: no inline completion for it. */
+        if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK ||
+            !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
             /* The callback runs from progress, not inside the PML's send;
              * "queued" keeps an early ACK from returning the frag. */
             frag->queued = true;
@@ -629,7 +638,7 @@ static void usnic_dump(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         opal_output(0, "btl:usnic: %s: %s: endpoint to %s: next seq %u, acked %u, recv left "
                     "edge %u, queued %d, credits %d",
                     opal_process_info.nodename, module->dev_name,
-                    opal_get_proc_hostname(endpoint->proc->proc_opal),
+                    endpoint->proc->hostname,
                     endpoint->tx.next_seq_to_send, endpoint->tx.ack_seq_rcvd,
                     endpoint->rx.next_contig, (int) opal_list_get_size(&endpoint->send_queue),
                     endpoint->send_credits);

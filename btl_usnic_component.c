@@ -19,8 +19,6 @@
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
-#include "opal/mca/event/event.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/mca/reachable/base/base.h"
 #include "opal/util/if.h"
 #include "opal/util/proc.h"
@@ -234,8 +232,9 @@ static void modex_send(void)
     for (int i = 0; i < c->num_modules; ++i) {
         recs[i] = c->modules[i].local_addr;
     }
-    OPAL_MODEX_SEND(rc, OPAL_PMIX_REMOTE, &c->super.btl_version, recs,
+    OPAL_MODEX_SEND(rc, USNIC_MODEX_SCOPE, &c->super.btl_version, recs,
                     c->num_modules * sizeof(*recs));
+    rc = usnic_modex_status(rc);
     free(recs);
     if (OPAL_SUCCESS != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "internal error during init", true,

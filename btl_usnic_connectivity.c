@@ -22,7 +22,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "opal/mca/event/event.h"
 #include "opal/runtime/opal_progress_threads.h"
 #include "opal/sys/atomic.h"
 #include "opal/util/proc.h"
@@ -471,7 +470,8 @@ void opal_btl_usnic_connectivity_report(void)
     usnic_conn_check_t *c;
     opal_btl_usnic_module_t *m;
     char ip[32], mac[24];
-    const char *topic, *peer_host;
+    const char *topic;
+    char *peer_host;
 
     opal_atomic_rmb();
     c = conn_failure;
@@ -482,15 +482,16 @@ void opal_btl_usnic_connectivity_report(void)
     m = c->module;
     opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), m->if_ipv4, m->if_prefix);
     opal_btl_usnic_snprintf_mac(mac, sizeof(mac), m->if_mac);
-    peer_host = opal_get_proc_hostname(c->peer_proc);
+    peer_host = usnic_hostname_dup(c->peer_proc);
     topic = c->acked[0] ? "connectivity error: small ok, large bad"
             : c->acked[1] ? "connectivity error: small bad, large ok"
                           : "connectivity error: small bad, large bad";
     opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
-                   m->dev_name, m->if_name, ip, mac, NULL != peer_host ? peer_host : "(unknown)",
+                   m->dev_name, m->if_name, ip, mac, peer_host,
                    c->peer_ip, c->peer_mac, (int) c->sizes[0], (int) c->sizes[1],
                    usnic_component.connectivity_num_retries + 1,
                    usnic_component.connectivity_ack_timeout);
+    free(peer_host);
     snprintf(m->fatal_cause, sizeof(m->fatal_cause), "connectivity check: %s from %s",
              c->acked[0] ? "no answer to large pings" : c->acked[1] ? "no answer to small pings"
                                                            : "no answer at all",

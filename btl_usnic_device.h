@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "opal/mca/event/event.h"
+#include "btl_usnic_compat.h"
 
 BEGIN_C_DECLS
 

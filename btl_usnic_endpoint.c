@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opal/mca/event/event.h"
-
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
 #include "btl_usnic_connectivity.h"

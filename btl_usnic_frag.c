@@ -17,6 +17,7 @@
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_send.h"
 
 /* Local key of an item's registered payload (0 for a list without a
  * registration cache). */
@@ -120,7 +121,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
         opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
                        opal_process_info.nodename, module->dev_name,
-                       opal_get_proc_hostname(endpoint->proc->proc_opal),
+                       endpoint->proc->hostname,
                        "send window and retransmit tables");
         opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
         return NULL;
@@ -140,6 +141,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     frag->segs_unacked = 0;
     frag->segs_posted = 0;
     frag->local_done = false;
+    frag->cb_deferred = false;
     frag->base.des_flags = 0;
     frag->base.des_cbfunc = NULL;
     frag->base.des_cbdata = NULL;
@@ -166,6 +168,16 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
 void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
                                         opal_btl_usnic_send_frag_t *frag)
 {
+    if (frag->cb_deferred && !frag->queued && 0 == frag->segs_unacked && 0 == frag->segs_posted) {
+        /* A PML that still owns the descriptor may free it or send it again
+         * in its callback: nothing of this frag may be touched after it. */
+        bool freed = frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+        frag->cb_deferred = false;
+        opal_btl_usnic_frag_local_done(module, frag);
+        if (!freed) {
+            return;
+        }
+    }
     if (!(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) || frag->queued ||
         0 != frag->segs_unacked || 0 != frag->segs_posted) {
         return;

@@ -96,6 +96,7 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint32_t segs_unacked;              /* segments not yet ACKed (or not yet sent) */
     uint32_t segs_posted;               /* segments still owned by the device */
     bool local_done;                    /* data copied out of user memory; PML told */
+    bool cb_deferred;                   /* PML-owned: its callback waits for the ACKs */
 
     /* emulated PUT completion */
     mca_btl_base_rdma_completion_fn_t put_cb;

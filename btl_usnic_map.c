@@ -77,12 +77,10 @@ static FILE *open_temp(const char *path, char *tmp, size_t size)
 static void write_peer(FILE *f, opal_btl_usnic_proc_t *proc, opal_btl_usnic_module_t **mods)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
-    const char *host = opal_get_proc_hostname(proc->proc_opal);
     char ip[32], mac[24];
     bool first = true;
 
-    fprintf(f, "peer=%u,hostname=%s,", proc->proc_opal->proc_name.vpid,
-            NULL != host ? host : "(unknown)");
+    fprintf(f, "peer=%u,hostname=%s,", proc->proc_opal->proc_name.vpid, proc->hostname);
     for (int m = 0; m < c->num_modules; ++m) {
         int mi = (int)(mods[m] - c->modules);
         opal_btl_usnic_endpoint_t *ep = proc->endpoints[mi];

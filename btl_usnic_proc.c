@@ -14,7 +14,6 @@
 #include <netinet/in.h>
 
 #include "opal/mca/if/if.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/mca/reachable/reachable.h"
 #include "opal/util/bipartite_graph.h"
 #include "opal/util/error.h"
@@ -28,6 +27,7 @@
 static void proc_construct(opal_btl_usnic_proc_t *p)
 {
     p->proc_opal = NULL;
+    p->hostname = NULL;
     p->modex = NULL;
     p->modex_count = 0;
     p->match = NULL;
@@ -36,6 +36,7 @@ static void proc_construct(opal_btl_usnic_proc_t *p)
 
 static void proc_destruct(opal_btl_usnic_proc_t *p)
 {
+    free(p->hostname);
     free(p->modex);
     free(p->match);
     free(p->endpoints);
@@ -53,12 +54,6 @@ static opal_btl_usnic_proc_t *proc_lookup(opal_proc_t *opal_proc)
     return NULL;
 }
 
-static const char *peer_host(opal_proc_t *opal_proc)
-{
-    const char *h = opal_get_proc_hostname(opal_proc);
-    return NULL != h ? h : "(unknown)";
-}
-
 int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc_out)
 {
     opal_btl_usnic_proc_t *p = proc_lookup(opal_proc);
@@ -73,6 +68,7 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
     }
     OPAL_MODEX_RECV(rc, &usnic_component.super.btl_version, &opal_proc->proc_name,
                     &raw, &size);
+    rc = usnic_modex_status(rc);
     modex = (usnic_modex_addr_t *) raw;
     if (OPAL_ERR_NOT_FOUND == rc || OPAL_ERR_DATA_VALUE_NOT_FOUND == rc ||
         (OPAL_SUCCESS == rc && 0 == size)) {
@@ -86,8 +82,10 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
         return rc;
     }
     if (0 != size % sizeof(*modex) || USNIC_MODEX_VERSION != modex[0].version) {
+        char *host = usnic_hostname_dup(opal_proc);
         opal_show_help("help-mpi-btl-usnic.txt", "bad modex", true, opal_process_info.nodename,
-                       peer_host(opal_proc), size, sizeof(*modex), USNIC_MODEX_VERSION);
+                       host, size, sizeof(*modex), USNIC_MODEX_VERSION);
+        free(host);
         free(modex);
         return OPAL_ERR_UNREACH;
     }
@@ -96,8 +94,9 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
     if (NULL != p) {
         p->match = malloc(usnic_component.num_modules * sizeof(*p->match));
         p->endpoints = calloc(usnic_component.num_modules, sizeof(*p->endpoints));
+        p->hostname = usnic_hostname_dup(opal_proc);
     }
-    if (NULL == p || NULL == p->match || NULL == p->endpoints) {
+    if (NULL == p || NULL == p->match || NULL == p->endpoints || NULL == p->hostname) {
         if (NULL != p) {
             OBJ_RELEASE(p);
         }

@@ -21,6 +21,7 @@ BEGIN_C_DECLS
 typedef struct opal_btl_usnic_proc_t {
     opal_list_item_t super;             /* on usnic_component.procs */
     opal_proc_t *proc_opal;
+    char *hostname;                     /* the peer's host, for messages */
     uint64_t hashed_name;
     usnic_modex_addr_t *modex;          /* the peer's records */
     size_t modex_count;

@@ -34,11 +34,10 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
 }
 
 /* Hand a complete message to the PML. */
-static void deliver(opal_btl_usnic_module_t *module, uint8_t tag, void *data, size_t len)
+static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, uint8_t tag,
+                    void *data, size_t len)
 {
-    mca_btl_active_message_callback_t *reg;
     mca_btl_base_segment_t seg;
-    mca_btl_base_descriptor_t desc;
 
     /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one. */
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
@@ -46,17 +45,9 @@ static void deliver(opal_btl_usnic_module_t *module, uint8_t tag, void *data, si
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
         return;
     }
-    reg = &mca_btl_base_active_message_trigger[tag];
     seg.seg_addr.pval = data;
     seg.seg_len = len;
-    desc.des_segments = &seg;
-    desc.des_segment_count = 1;
-    desc.des_flags = 0;
-    desc.des_cbfunc = NULL;
-    desc.des_cbdata = NULL;
-    desc.des_context = NULL;
-    desc.order = MCA_BTL_NO_ORDER;
-    reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
+    usnic_deliver_to_pml(&module->super, ep, &mca_btl_base_active_message_trigger[tag], tag, &seg);
 }
 
 /* Reassembly of a chunk; returns false if the chunk was dropped without
@@ -132,7 +123,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
     if (0 == slot->bytes_left) {
         if (0 == slot->put_addr) {
-            deliver(module, slot->tag, slot->buf, slot->frag_size);
+            deliver(module, ep, slot->tag, slot->buf, slot->frag_size);
             free(slot->buf);
         }
         slot->buf = NULL;
@@ -239,7 +230,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         if (0 != hdr->put_addr) {
             memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
         } else {
-            deliver(module, hdr->tag, hdr + 1, hdr->payload_len);
+            deliver(module, ep, hdr->tag, hdr + 1, hdr->payload_len);
         }
     } else {
         const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;

@@ -329,7 +329,7 @@ void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
         opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
         opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
                        opal_process_info.nodename, module->dev_name, module->if_name,
-                       opal_get_proc_hostname(ep->proc->proc_opal), ip,
+                       ep->proc->hostname, ip,
                        usnic_component.peer_timeout,
                        (int) usnic_tx_window_inflight(&ep->tx),
                        opal_btl_usnic_liveness_summary(ep, now, timeout));

@@ -88,13 +88,23 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 }
 
 /* Tell the PML, once, that its send buffer is free (status OPAL_SUCCESS) or
- * that the send failed.  PUT completion is remote completion: put_done. */
+ * that the send failed.  PUT completion is remote completion: put_done.
+ * A descriptor the PML owns is its own again after the callback, and may
+ * be sent again (Open MPI 5's active-message RDMA does): while segments of
+ * it are unacknowledged or on the device, the callback waits
+ * (opal_btl_usnic_frag_return_if_done gives it). */
 static void send_done(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag,
                       int status)
 {
     if (frag->local_done) {
         return;
     }
+    if (OPAL_SUCCESS == status && !(frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) &&
+        (0 != frag->segs_unacked || 0 != frag->segs_posted)) {
+        frag->cb_deferred = true;
+        return;
+    }
+    frag->cb_deferred = false;
     frag->local_done = true;
     /* A send that returned 0 to the PML always gets its callback. */
     if (0 == frag->put_addr && NULL != frag->base.des_cbfunc) {

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "opal/constants.h"
-#include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"

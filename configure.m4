@@ -1,14 +1,16 @@
 # -*- shell-script -*-
 #
 # Build-time configuration of the usnic BTL (verbs UD queue pairs) for
-# an Open MPI 4.1 source tree, where this directory is
+# an Open MPI 4.1 or 5.0 source tree, where this directory is
 # opal/mca/btl/usnic.  autogen.pl finds this file and configure runs
 # MCA_opal_btl_usnic_CONFIG while it visits the btl framework.
 #
 # What the component needs:
 #   - 64-bit Linux;
-#   - libibverbs (found through OPAL_CHECK_OPENFABRICS, so the usual
-#     --with-verbs / --with-verbs-libdir switches apply).
+#   - libibverbs (on 4.1 found through OPAL_CHECK_OPENFABRICS, so the
+#     usual --with-verbs / --with-verbs-libdir switches apply; 5.0 has
+#     no verbs support of its own any more, so the component looks for
+#     infiniband/verbs.h and -libverbs itself).
 # Route lookups come from OPAL's reachable framework, so the component
 # needs no netlink library of its own.
 #
@@ -18,6 +20,8 @@
 #   (neither)        build it when the above is available
 #
 # Results: btl_usnic_CPPFLAGS, btl_usnic_LDFLAGS and btl_usnic_LIBS,
+# and btl_usnic_opal_la (libopen-pal's libtool library: 4.1 names it
+# lib@OPAL_LIB_PREFIX@open-pal.la, 5.0 lib@OPAL_LIB_NAME@.la),
 # substituted into Makefile.am.
 #
 # $HEADER$
@@ -61,13 +65,22 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
            AC_MSG_RESULT([$btl_usnic_happy])])
 
     # --- libibverbs ------------------------------------------------------
-    AS_IF([test "$btl_usnic_happy" = "yes"],
-          [OPAL_CHECK_OPENFABRICS([btl_usnic],
-                                  [],
-                                  [btl_usnic_happy=no
-                                   AS_IF([test "$opal_want_verbs" = "no"],
-                                         [btl_usnic_reason="it needs libibverbs, but --without-verbs was given"],
-                                         [btl_usnic_reason="libibverbs (infiniband/verbs.h and -libverbs) was not found or is not usable"])])])
+    m4_ifdef([OPAL_CHECK_OPENFABRICS],
+        [AS_IF([test "$btl_usnic_happy" = "yes"],
+               [OPAL_CHECK_OPENFABRICS([btl_usnic],
+                                       [],
+                                       [btl_usnic_happy=no
+                                        AS_IF([test "$opal_want_verbs" = "no"],
+                                              [btl_usnic_reason="it needs libibverbs, but --without-verbs was given"],
+                                              [btl_usnic_reason="libibverbs (infiniband/verbs.h and -libverbs) was not found or is not usable"])])])],
+        [AS_IF([test "$btl_usnic_happy" = "yes"],
+               [AC_CHECK_HEADER([infiniband/verbs.h],
+                                [AC_CHECK_LIB([ibverbs], [ibv_open_device],
+                                              [btl_usnic_LIBS=-libverbs],
+                                              [btl_usnic_happy=no])],
+                                [btl_usnic_happy=no])
+                AS_IF([test "$btl_usnic_happy" = "no"],
+                      [btl_usnic_reason="libibverbs (infiniband/verbs.h and -libverbs) was not found or is not usable"])])])
 
     # --- declarations that differ between rdma-core releases ---------------
     # and a last check that the component's verbs calls link.
@@ -118,6 +131,11 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
            $2])
 
     OPAL_SUMMARY_ADD([[Transports]], [[usNIC over verbs UD]], [[btl_usnic]], [$btl_usnic_happy])
+
+    AS_IF([test -n "$OPAL_LIB_NAME"],
+          [btl_usnic_opal_la="lib$OPAL_LIB_NAME.la"],
+          [btl_usnic_opal_la="lib${OPAL_LIB_PREFIX}open-pal.la"])
+    AC_SUBST([btl_usnic_opal_la])
 
     AC_SUBST([btl_usnic_CPPFLAGS])
     AC_SUBST([btl_usnic_LDFLAGS])

@@ -8,9 +8,18 @@
 #   engine    bench/engine.sh --check      (host engine benchmark under callgrind: each
 #             headline instruction count within 5% of bench/engine-baseline.txt;
 #             prints "engine: N passed, N failed", results in bench/results/engine-check)
-#   intree    tools/intree-check.sh        (skipped with USNIC_SKIP_INTREE=1)
+#   build5, install5, unit5
+#             the same three on Open MPI 5.0, in the Debian 13 world (tools/debian13-root.sh,
+#             made by deps): `tools/debian13-root.sh run make -C standalone ...`
+#   intree    tools/intree-check.sh        (4.1 and 5.0 trees; skipped with USNIC_SKIP_INTREE=1)
 #   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
+#   deb       tools/build-deb.sh --nocheck (the Debian 12 package, lintian clean, for
+#             t-debpkg; the unit tests it would repeat ran in the unit step)
+#   deb5      tools/build-deb.sh --debian13 --nocheck (the Debian 13 package, Open MPI 5.0,
+#             built chrooted in the Debian 13 world; t-debpkg in vm5 tests it)
 #   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
+#   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
+#             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
@@ -21,13 +30,17 @@ OUT=$(mktemp) || exit 2
 trap 'rm -f "$OUT"' EXIT
 npass=0 nfail=0 table=()
 
-# step NAME CMD...: run CMD with its output streamed, time it and count its tests
+# the representative subset that runs on Open MPI 5.0 too
+VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-faults-mix t-stats t-debpkg)
+
+# step NAME CMD...: run CMD with its output streamed, time it and count its tests (NAME5, the
+# Open MPI 5.0 run of step NAME, prints NAME's counts)
 step() {
     local name=$1 t0=$SECONDS rc p f res counts; shift
     echo "=== $name: $*"
     "$@" 2>&1 | tee "$OUT"
     rc=${PIPESTATUS[0]}
-    counts=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$OUT" | tail -n 1)
+    counts=$(grep -E "^${name%5}: [0-9]+ passed, [0-9]+ failed" "$OUT" | tail -n 1)
     if [[ $counts =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
         p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
         [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1   # it failed beyond its own tests (e.g. the VM)
@@ -45,6 +58,9 @@ step lint tools/shellcheck.sh
 step build make -C standalone
 step install make -C standalone install
 step unit make -C standalone check
+step build5 tools/debian13-root.sh run make -C standalone
+step install5 tools/debian13-root.sh run make -C standalone install
+step unit5 tools/debian13-root.sh run make -C standalone check
 step engine bench/engine.sh --check --out bench/results/engine-check
 if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
     table+=("$(printf '%-8s SKIP (USNIC_SKIP_INTREE=1)' intree)")
@@ -52,7 +68,11 @@ else
     step intree tools/intree-check.sh
 fi
 step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
+step deb tools/build-deb.sh --nocheck
+step deb5 tools/build-deb.sh --debian13 --nocheck
 step vm test/vm/run.sh
+step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
+    test/vm/run.sh "${VM5_TESTS[@]}"
 step bench bench/run.sh --quick --out bench/results/smoke
 
 echo "=== summary"

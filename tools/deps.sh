@@ -1,16 +1,17 @@
 #!/bin/bash
 # tools/deps.sh [--no-vm-prepare]: install every Debian package the project needs (build,
-# unit tests, in-tree check, VM tests, plots), then warm up the VM cache with
-# `tools/rxe-vm/rxe-vm --prepare` (kernel download + image build; skipped with
-# --no-vm-prepare or USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it
-# only runs one dpkg-query (and rxe-vm --prepare, itself a fast no-op once its cache is built).
+# unit tests, in-tree check, Debian package, VM tests, plots), then warm up the VM cache with
+# `tools/rxe-vm/rxe-vm --prepare` (kernel download + image build) and make the Debian 13
+# world with Open MPI 5.0 (tools/debian13-root.sh; both skipped with --no-vm-prepare or
+# USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it only runs one
+# dpkg-query (and the two preparations, fast no-ops once their caches are built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils
+PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils debootstrap
       ibverbs-providers rdma-core libnl-3-dev libnl-route-3-dev libhwloc-dev perftest
       qemu-system-x86 busybox-static xz-utils zstd iproute2 util-linux autoconf automake
-      libtool flex dpkg-dev clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck)
+      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck)
 skip_vm=${USNIC_SKIP_VM_PREPARE:-0}
 case ${1:-} in
     --no-vm-prepare) skip_vm=1 ;;
@@ -35,4 +36,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "deps: all ${#PKGS[@]} packages installed"
 
-[ "$skip_vm" = 1 ] || tools/rxe-vm/rxe-vm --prepare
+[ "$skip_vm" = 1 ] || { tools/rxe-vm/rxe-vm --prepare && echo "deps: Debian 13 world in $(tools/debian13-root.sh)"; }

@@ -1,10 +1,15 @@
 #!/bin/bash
 #
 # intree-check.sh: prove that the usnic BTL builds and loads inside a
-# real Open MPI 4.1 source tree.
+# real Open MPI 4.1 source tree and a real Open MPI 5.0 one.
 #
-# What it does, step by step:
-#   1. fetch   Debian 12's openmpi (4.1.x) source package with
+# Open MPI 4.1 is Debian 12's (this machine's), 5.0 Debian 13's: that
+# check runs chrooted in the Debian 13 world of tools/debian13-root.sh,
+# whose packages (PMIx 5, libevent, hwloc, autotools) the 5.0 tree builds
+# against; its cache is then inside that root.
+#
+# What it does, step by step, for each version:
+#   1. fetch   Debian's openmpi (4.1.x or 5.0.x) source package with
 #              `apt-get source`, through a private apt configuration
 #              (own sources list, state, lists and cache dirs); the
 #              machine's apt setup is never touched.  Cached.
@@ -13,7 +18,8 @@
 #              (configure.m4, Makefile.am, btl_usnic*.[ch],
 #              help-mpi-btl-usnic.txt); unchanged files keep their mtime.
 #   4. autogen ./autogen.pl, only when configure.m4, Makefile.am or the
-#              options changed since the last successful run.
+#              options changed since the last successful run.  4.1: OPAL
+#              only; 5.0 cannot leave out OMPI, only the bundled packages.
 #   5. config  ./configure --with-usnic ..., only when autogen ran or the
 #              options changed; requires "btl:usnic can compile... yes".
 #   6. build   libopen-pal and the OPAL components, then the usnic
@@ -24,7 +30,10 @@
 #              check usnic was loaded, registered and opened.
 #
 # Usage: tools/intree-check.sh [options]
-#   --src DIR     component sources to test (default: the repo root)
+#   --ompi VER    4.1, 5.0 or both (default: both, 4.1 first)
+#   --src DIR     component sources to test (default: the repo root;
+#                 for 5.0 it must be inside the repository, which is
+#                 what the Debian 13 root sees)
 #   --cache DIR   cache and work dir
 #                 (default: ${XDG_CACHE_HOME:-$HOME/.cache}/usnic-intree,
 #                  or $USNIC_INTREE_CACHE)
@@ -53,9 +62,8 @@ cache_dir=${USNIC_INTREE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-intree}
 jobs=2
 werror=0
 clean=0
-
-# Debian release whose openmpi source package is used.
-suite=${USNIC_INTREE_SUITE:-bookworm}
+ompi=both
+args=("$@")
 src_package=openmpi
 
 usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -71,10 +79,29 @@ while [ $# -gt 0 ]; do
         -j*)        jobs=${1#-j}; shift ;;
         --werror)   werror=1; shift ;;
         --clean)    clean=1; shift ;;
+        --ompi)     ompi=$2; shift 2 ;;
+        --ompi=*)   ompi=${1#--ompi=}; shift ;;
         -h|--help)  usage; exit 0 ;;
         *)          echo "intree-check: unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
+
+# both: one run per version, the 5.0 one in the Debian 13 world
+case $ompi in
+    both)
+        rc=0
+        "$0" "${args[@]}" --ompi 4.1 || rc=1
+        "$0" "${args[@]}" --ompi 5.0 || rc=1
+        exit $rc ;;
+    4.1) suite=bookworm ;;
+    5.0) suite=trixie
+         if [ ! -f /.usnic-debian13 ]; then
+             exec "$repo_root/tools/debian13-root.sh" run "$0" "${args[@]}" --ompi 5.0
+         fi ;;
+    *)   echo "intree-check: --ompi must be 4.1, 5.0 or both" >&2; exit 2 ;;
+esac
+# Debian release whose openmpi source package is used.
+suite=${USNIC_INTREE_SUITE:-$suite}
 
 src_dir=$(cd "$src_dir" && pwd) || { echo "intree-check: no such dir: $src_dir" >&2; exit 2; }
 mkdir -p "$cache_dir"
@@ -172,6 +199,7 @@ if ! flock -n 9; then
     flock 9
 fi
 
+say "Open MPI $ompi (Debian $suite's source package)"
 say "component sources: $src_dir"
 say "cache / work dir:  $cache_dir"
 
@@ -211,9 +239,9 @@ step_done
 # ---------------------------------------------------------------------------
 # 1. fetch the source package (cached)
 
-find_dsc() {  # newest cached ${src_package}_4.1.*.dsc, or nothing
+find_dsc() {  # newest cached ${src_package}_$ompi.*.dsc, or nothing
     local f last=
-    for f in "$pkg_dir/${src_package}"_4.1.*.dsc; do
+    for f in "$pkg_dir/${src_package}_$ompi".*.dsc; do
         [ -f "$f" ] && last=$f
     done
     printf '%s' "$last"
@@ -280,7 +308,7 @@ else
         (cd "$pkg_dir" && apt-get "${apt_opts[@]}" source --download-only "$src_package")
     } >"$log_dir/fetch.log" 2>&1 || fail "apt-get could not fetch the $src_package source package"
     dsc=$(find_dsc)
-    [ -n "$dsc" ] || fail "apt-get source gave no ${src_package}_4.1.*.dsc (is $suite's $src_package still 4.1?)"
+    [ -n "$dsc" ] || fail "apt-get source gave no ${src_package}_$ompi.*.dsc (is $suite's $src_package still $ompi?)"
     step_done "downloaded $(basename "$dsc")"
 fi
 src_version=$(sed -n 's/^Version: //p' "$dsc")
@@ -304,7 +332,9 @@ else
     (cd "$work_dir" && dpkg-source -x "$dsc" "$(basename "$tree")") \
         >"$log_dir/unpack.log" 2>&1 || fail "dpkg-source -x failed"
     rm -f "$work_dir"/*.orig.tar.* "$work_dir"/*.debian.tar.*   # copies left by dpkg-source
-    [ -f "$tree/config/opal_try_assemble.m4" ] || fail "unpacked tree does not look like Open MPI"
+    if [ ! -f "$tree/opal/mca/btl/btl.h" ] || [ ! -f "$tree/autogen.pl" ]; then
+        fail "unpacked tree does not look like Open MPI"
+    fi
     stamp_set unpack "$(basename "$dsc")"
     step_done "$src_version into $tree"
 fi
@@ -356,10 +386,17 @@ step_done "${#wanted[@]} files, $changed changed"
 #               skip the bundled PMIx, libevent and hwloc (their own
 #               autogen and configure runs are the slowest part); the
 #               system ones are used instead, as Debian's package does.
+# 5.0: --force --no-3rdparty pmix,prrte,hwloc,libevent,romio341,treematch
+#               its autogen.pl has no --no-ompi; the bundled packages
+#               (PMIx, PRRTE, ...) are left out as above.
 
-# shellcheck disable=SC2054 # --exclude takes a comma-separated list
-autogen_opts=(--force --no-ompi --no-orte --no-oshmem
-              --exclude=pmix-pmix3x,event-libevent2022,hwloc-hwloc201)
+# shellcheck disable=SC2054 # --exclude and --no-3rdparty take comma-separated lists
+if [ "$ompi" = 4.1 ]; then
+    autogen_opts=(--force --no-ompi --no-orte --no-oshmem
+                  --exclude=pmix-pmix3x,event-libevent2022,hwloc-hwloc201)
+else
+    autogen_opts=(--force --no-3rdparty pmix,prrte,hwloc,libevent,romio341,treematch)
+fi
 autogen_key=$(printf '%s\n' "${autogen_opts[@]}" | sha_of "$comp_dir/configure.m4" "$comp_dir/Makefile.am")
 
 step "autogen.pl ${autogen_opts[*]}" "$log_dir/autogen.log"
@@ -399,10 +436,27 @@ fi
 # dlopen stays enabled (the default): the component is built as a DSO,
 # mca_btl_usnic.so, as it would be in a distribution package.
 
-configure_opts=(--prefix="$work_dir/install"
-                --with-usnic --with-verbs
-                --with-pmix="$pmix_dir" --with-libevent=external --with-hwloc=external
-                --enable-picky)
+# 5.0 (no --with-verbs: it has no verbs support of its own any more):
+# --with-prrte=no  the launcher is not needed to build or load a BTL.
+# --with-pmix=external
+#               PMIx through pkg-config, as Debian builds it: OPAL includes
+#               PMIx's internal headers (src/include/...) too.
+# --enable-mca-dso=btl-usnic
+#               5.0 builds components into the libraries by default.
+# --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-mpi-java
+#               less to configure: only OPAL is built.
+if [ "$ompi" = 4.1 ]; then
+    configure_opts=(--prefix="$work_dir/install"
+                    --with-usnic --with-verbs
+                    --with-pmix="$pmix_dir" --with-libevent=external --with-hwloc=external
+                    --enable-picky)
+else
+    configure_opts=(--prefix="$work_dir/install"
+                    --with-usnic --with-prrte=no --enable-mca-dso=btl-usnic
+                    --with-pmix=external --with-libevent=external --with-hwloc=external
+                    --disable-mpi-fortran --disable-oshmem --disable-io-romio --disable-mpi-java
+                    --enable-picky)
+fi
 configure_key=$(printf '%s\n' "$autogen_key" "${configure_opts[@]}" | sha_of)
 
 step "configure ${configure_opts[*]}" "$log_dir/configure.log"
@@ -436,7 +490,8 @@ case " $btl_dso_subdirs " in
     *) fail "opal/Makefile does not list mca/btl/usnic among the btl DSOs" ;;
 esac
 read -ra btl_dsos <<< "$btl_dso_subdirs"
-btl_dso_others=$(printf '%s\n' "${btl_dsos[@]}" | grep -vx 'mca/btl/usnic' | paste -sd' ')
+# (none on 5.0, which builds only usnic as a DSO)
+btl_dso_others=$(printf '%s\n' "${btl_dsos[@]}" | { grep -vx 'mca/btl/usnic' || true; } | paste -sd' ')
 
 step "make -C opal -j$jobs (libopen-pal and OPAL components, usnic aside)" "$log_dir/build-opal.log"
 run "$log_dir/build-opal.log" make -C "$tree/opal" -j"$jobs" "MCA_opal_btl_DSO_SUBDIRS=$btl_dso_others"

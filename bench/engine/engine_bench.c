@@ -375,14 +375,15 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
     OBJ_CONSTRUCT(op, opal_proc_t);
     op->proc_name.jobid = 0x1234;
     op->proc_name.vpid = vpid;
-    op->proc_hostname = (char *) "peer";
     up->proc_opal = op;
+    up->hostname = strdup("peer");
     up->hashed_name = opal_btl_usnic_hash_name(&op->proc_name);
     up->modex = malloc(sizeof(*up->modex));
     up->match = malloc(2 * sizeof(*up->match));
     up->endpoints = calloc(2, sizeof(*up->endpoints));
     ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
-    if (NULL == up->modex || NULL == up->match || NULL == up->endpoints || NULL == ep) {
+    if (NULL == up->hostname || NULL == up->modex || NULL == up->match || NULL == up->endpoints ||
+        NULL == ep) {
         OBJ_RELEASE(up);
         return NULL;
     }

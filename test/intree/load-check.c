@@ -1,6 +1,6 @@
 /*
- * load-check: prove that the usnic BTL built inside an Open MPI 4.1
- * tree loads and runs its MCA hooks.
+ * load-check: prove that the usnic BTL built inside an Open MPI 4.1 or
+ * 5.0 tree loads and runs its MCA hooks.
  *
  * Built by tools/intree-check.sh against the headers and the
  * libopen-pal of that build tree (not the installed Open MPI).  It
@@ -11,8 +11,9 @@
  *      the component path given in the environment, runs its register
  *      function and then its open function;
  *   3. checks that "usnic" is among the framework's opened
- *      components, that it calls itself btl 3.1.0 of this OPAL
- *      version, and that its register function created MCA variables
+ *      components, that it calls itself a btl of this tree's BTL API
+ *      (3.1.0 on 4.1, 3.3.0 on 5.0) and of this OPAL version, and that
+ *      its register function created MCA variables
  *      named btl_usnic_*;
  *   4. closes the framework (running the close function) and
  *      finalises OPAL.
@@ -40,6 +41,13 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
+
+/* 5.0's btl.h names its BTL API version (3.3.0); 4.1's is 3.1.0. */
+#ifndef MCA_BTL_BASE_MAJOR_VERSION
+#define MCA_BTL_BASE_MAJOR_VERSION 3
+#define MCA_BTL_BASE_MINOR_VERSION 1
+#define MCA_BTL_BASE_PATCH_VERSION 0
+#endif
 
 static int passed;
 static int failed;
@@ -139,13 +147,14 @@ int main(int argc, char *argv[])
     check(NULL != usnic, "component \"usnic\" was loaded and opened");
 
     if (NULL != usnic) {
-        snprintf(what, sizeof(what), "its MCA type is btl %d.%d.%d (want btl 3.1.0)",
+        snprintf(what, sizeof(what), "its MCA type is btl %d.%d.%d (want btl %d.%d.%d)",
                  usnic->mca_type_major_version, usnic->mca_type_minor_version,
-                 usnic->mca_type_release_version);
+                 usnic->mca_type_release_version, MCA_BTL_BASE_MAJOR_VERSION,
+                 MCA_BTL_BASE_MINOR_VERSION, MCA_BTL_BASE_PATCH_VERSION);
         check(0 == strcmp(usnic->mca_type_name, "btl") &&
-              3 == usnic->mca_type_major_version &&
-              1 == usnic->mca_type_minor_version &&
-              0 == usnic->mca_type_release_version, what);
+              MCA_BTL_BASE_MAJOR_VERSION == usnic->mca_type_major_version &&
+              MCA_BTL_BASE_MINOR_VERSION == usnic->mca_type_minor_version &&
+              MCA_BTL_BASE_PATCH_VERSION == usnic->mca_type_release_version, what);
 
         snprintf(what, sizeof(what), "it was built for OPAL %d.%d.%d (this OPAL is %d.%d.%d)",
                  usnic->mca_component_major_version, usnic->mca_component_minor_version,

@@ -17,7 +17,6 @@
 #include "opal/datatype/opal_convertor.h"
 #include "opal/datatype/opal_datatype.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/event/event.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
@@ -129,18 +128,18 @@ static int endpoint_build(world_t *w, int s)
     OBJ_CONSTRUCT(&w->oproc[s], opal_proc_t);
     w->oproc[s].proc_name.jobid = 0x1234;
     w->oproc[s].proc_name.vpid = (opal_vpid_t) peer;
-    w->oproc[s].proc_hostname = (char *) (SIDE_A == peer ? "hostA" : "hostB");
 
     up = OBJ_NEW(opal_btl_usnic_proc_t);
     if (NULL == up) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     up->proc_opal = &w->oproc[s];
+    up->hostname = strdup(SIDE_A == peer ? "hostA" : "hostB");
     up->hashed_name = w->name[peer];
     up->modex = malloc(sizeof(*up->modex));
     up->match = malloc(2 * sizeof(*up->match));
     up->endpoints = calloc(2, sizeof(*up->endpoints));
-    if (NULL == up->modex || NULL == up->match || NULL == up->endpoints) {
+    if (NULL == up->hostname || NULL == up->modex || NULL == up->match || NULL == up->endpoints) {
         OBJ_RELEASE(up);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -183,7 +182,11 @@ static void module_teardown(opal_btl_usnic_module_t *m)
      * make its destructor loop or crash: empty it, its memory goes anyway. */
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
         if (SIZE_MAX == world_free_count(lists[i])) {
+#if OPAL_MAJOR_VERSION >= 5 /* the head became an integer */
+            lists[i]->super.opal_lifo_head.data.item = (intptr_t) &lists[i]->super.opal_lifo_ghost;
+#else
             lists[i]->super.opal_lifo_head.data.item = &lists[i]->super.opal_lifo_ghost;
+#endif
         }
     }
     opal_btl_usnic_module_teardown(m);
@@ -191,10 +194,17 @@ static void module_teardown(opal_btl_usnic_module_t *m)
     m->dev = NULL;
 }
 
+#if OPAL_MAJOR_VERSION >= 5
+static void world_recv_cb(mca_btl_base_module_t *btl, const mca_btl_base_receive_descriptor_t *des)
+{
+    const mca_btl_base_tag_t tag = des->tag;
+    world_t *w = des->cbdata;
+#else
 static void world_recv_cb(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag,
                           mca_btl_base_descriptor_t *des, void *cbdata)
 {
     world_t *w = cbdata;
+#endif
     rx_msg_t *r;
     size_t len = 0, off = 0;
 

@@ -17,7 +17,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "opal/mca/event/event.h"
 
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
@@ -2332,6 +2331,107 @@ USNIC_TEST(engine_copy_path_shrunk_alloc)
     des->des_segments[0].seg_len = 0;
     check_int_eq(btl->btl_send(btl, w->ep[SIDE_A], des, WORLD_TAG), OPAL_ERR_BAD_PARAM);
     check_int_eq(btl->btl_free(btl, des), OPAL_SUCCESS);
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
+
+/* What the callback of a PML-owned descriptor saw. */
+typedef struct {
+    int calls;
+    int status;
+    bool busy;      /* a segment of the frag was unacknowledged or on the device */
+} resend_cb_t;
+
+static void resend_cb(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep,
+                      mca_btl_base_descriptor_t *des, int status)
+{
+    resend_cb_t *r = des->des_cbdata;
+    const opal_btl_usnic_send_frag_t *frag = (const opal_btl_usnic_send_frag_t *) des;
+    (void) btl;
+    (void) ep;
+
+    ++r->calls;
+    r->status = status;
+    r->busy |= 0 != frag->segs_unacked || 0 != frag->segs_posted;
+}
+
+/* Open MPI 5's active-message RDMA keeps the descriptor it allocated (no
+ * BTL ownership) and, after each callback, fills it anew and sends it
+ * again.  The callback must come only once nothing of the frag is on the
+ * wire any more, and each sending must arrive whole, over a lossy network,
+ * for a small (one datagram) and a chunked descriptor. */
+USNIC_TEST(engine_pml_resends_descriptor)
+{
+    world_t *w = world_new(1000, 2000);
+    chaos_t c = {.loss = 300, .ack_loss = 300};
+    mca_btl_base_module_t *btl;
+    size_t lens[2];
+    size_t got = 0;
+
+    check(NULL != w);
+    btl = &w->mods[SIDE_A].super;
+    lens[0] = 100;
+    lens[1] = 3 * w->mods[SIDE_A].max_chunk_payload + 5;
+    w->filter = chaos_filter;
+    w->filter_arg = &c;
+    for (int l = 0; l < 2; ++l) {
+        resend_cb_t r = {0};
+        mca_btl_base_descriptor_t *des = btl->btl_alloc(btl, w->ep[SIDE_A], MCA_BTL_NO_ORDER,
+                                                        lens[l],
+                                                        MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
+        check(NULL != des);
+        des->des_cbfunc = resend_cb;
+        des->des_cbdata = &r;
+        for (int round = 0; round < 4; ++round) {
+            size_t n = lens[l] - 3 * (size_t) round;
+            uint8_t *p = des->des_segments[0].seg_addr.pval;
+
+            for (size_t i = 0; i < n; ++i) {
+                p[i] = (uint8_t) (i * 7 + round * 31 + l);
+            }
+            des->des_segments[0].seg_len = n;
+            world_run_as(w, SIDE_A);
+            check_int_eq(btl->btl_send(btl, w->ep[SIDE_A], des, WORLD_TAG), OPAL_SUCCESS);
+            check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+            check_int_eq(r.calls, round + 1);
+            check_int_eq(r.status, OPAL_SUCCESS);
+            check(!r.busy);
+            check_int_eq(w->nrx, got + 1);
+            check_int_eq(w->rx[got].side, SIDE_B);
+            check_int_eq(w->rx[got].len, n);
+            for (size_t i = 0; i < n; ++i) {
+                if (w->rx[got].data[i] != (uint8_t) (i * 7 + round * 31 + l)) {
+                    return usnic_test_fail(__FILE__, __LINE__, "length %zu, round %d: byte %zu wrong",
+                                           lens[l], round, i);
+                }
+            }
+            ++got;
+        }
+        check_int_eq(btl->btl_free(btl, des), OPAL_SUCCESS);
+
+        /* A PML that lets its descriptor go while the callback waits for the
+         * ACKs still gets the callback once, and the frag goes back. */
+        r = (resend_cb_t){0};
+        des = btl->btl_alloc(btl, w->ep[SIDE_A], MCA_BTL_NO_ORDER, lens[l],
+                             MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
+        check(NULL != des);
+        des->des_cbfunc = resend_cb;
+        des->des_cbdata = &r;
+        memset(des->des_segments[0].seg_addr.pval, 0x5a, lens[l]);
+        world_run_as(w, SIDE_A);
+        check_int_eq(btl->btl_send(btl, w->ep[SIDE_A], des, WORLD_TAG), OPAL_SUCCESS);
+        for (int i = 0; i < 1000 && !((opal_btl_usnic_send_frag_t *) des)->cb_deferred; ++i) {
+            world_progress(w, SIDE_A);
+        }
+        check(((opal_btl_usnic_send_frag_t *) des)->cb_deferred);
+        check_int_eq(btl->btl_free(btl, des), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+        check_int_eq(r.calls, 1);
+        ++got;
+    }
+    check_int_eq(w->nrx, got);
+    check(c.lost > 0 && c.acks_lost > 0);
     check_ok(world_check_idle(w));
     world_fini(w);
     return 0;

@@ -10,9 +10,13 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "opal/constants.h"
 #include "opal/runtime/opal.h"
+#if OPAL_MAJOR_VERSION >= 5
+#include "opal/mca/accelerator/base/base.h"
+#endif
 
 #include "usnic_test.h"
 
@@ -44,10 +48,24 @@ int main(int argc, char **argv)
     /* opal_show_help (reached from the interface filter parser) writes to
      * stderr; line buffering keeps our lines in order with it in a pipe. */
     setvbuf(stdout, NULL, _IOLBF, 0);
+#if OPAL_MAJOR_VERSION >= 5
+    /* 5.0 searches Open MPI's data dir for help files first and cannot be
+     * told otherwise later: make this tree that dir (see fake_verbs.c). */
+    setenv("OPAL_PKGDATADIR", USNIC_SRCDIR, 1);
+#endif
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         fprintf(stderr, "unit: opal_init_util failed\n");
         return 2;
     }
+#if OPAL_MAJOR_VERSION >= 5
+    /* 5.0's convertor asks the accelerator framework about every buffer;
+     * opal_init opens it, opal_init_util does not. */
+    if (OPAL_SUCCESS != mca_base_framework_open(&opal_accelerator_base_framework, 0) ||
+        OPAL_SUCCESS != opal_accelerator_base_select()) {
+        fprintf(stderr, "unit: no accelerator component\n");
+        return 2;
+    }
+#endif
     for (usnic_test_t *t = first; NULL != t; t = t->next) {
         current = t->name;
         if (0 == t->fn()) {

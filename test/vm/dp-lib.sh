@@ -27,14 +27,14 @@ map_file() {
 dp_fail() { echo "FAIL: $*"; DP_FAILED=1; }
 
 # dp_run N OUT MPIRUN-ARGS... PROGRAM [ARGS...]: mpirun_usnic with N ranks per host, BTLs
-# usnic,self (N = 1) or usnic,self,vader (N > 1), and the usnic statistics of every process
+# usnic,self (N = 1) or usnic,self,$SM_BTL (N > 1: vader on 4.1, sm on 5.0), and the usnic statistics of every process
 # printed at finalize ("btl:usnic: stats final HOST DEV: ..."; the interval is longer than any
 # test, so only the final report appears). All output goes to OUT and to the log. Sets DP_RC
 # to mpirun's exit code (124: killed after ${DP_TIMEOUT:-120} s).
 dp_run() {
     local n=$1 out=$2 btl=usnic,self t0=$SECONDS
     shift 2
-    [ "$n" -gt 1 ] && btl=usnic,self,vader
+    [ "$n" -gt 1 ] && btl=usnic,self,$SM_BTL
     echo "== $((2 * n)) ranks ($n per host), btl $btl: $*"
     BTL=$btl mpirun_usnic -n "$n" -t "${DP_TIMEOUT:-120}" --mca btl_usnic_stats 1000000 "$@" \
         > "$out" 2>&1

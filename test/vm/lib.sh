@@ -7,6 +7,24 @@
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$(mktemp -d /tmp/usnic-vm.XXXXXX) || exit 2
 
+# The Open MPI of the world the VM runs (4.1: Debian 12, this machine; 5.0: Debian 13,
+# RXE_VM_ROOT=$(tools/debian13-root.sh)): SM_BTL is its shared-memory BTL (4.1's "sm" is a
+# stub that aborts), BTL_API the BTL API version its components report, and MPIRUN_WORLD what
+# its mpirun needs besides. Open MPI 5.0's mpirun (PRRTE) finds no interface for a subnet in
+# oob_tcp_if_include (each host has only lo and its veth anyway), and Debian 13's exports its
+# PMIx component dir to the ranks as Open MPI's component path, which hides the components
+# installed in Open MPI's own dir: give that dir back (README, "Installing into an existing
+# Open MPI").
+OMPI_MAJOR=$(mpirun --version 2>/dev/null | sed -n 's/^mpirun (Open MPI) \([0-9][0-9]*\)\..*/\1/p')
+# shellcheck disable=SC2034 # SM_BTL and BTL_API are for the tests that source this file
+if [ "${OMPI_MAJOR:-0}" -ge 5 ]; then
+    SM_BTL=sm BTL_API=3.3.0
+    MPIRUN_WORLD=(--mca mca_base_component_path "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)")
+else
+    SM_BTL=vader BTL_API=3.1.0
+    MPIRUN_WORLD=(--mca oob_tcp_if_include "$RXEVM_NET.0/24")
+fi
+
 # fail MSG: the test fails here (exits the test script; do not call it from a subshell)
 fail() { echo "FAIL: $*"; exit 1; }
 pass() { echo "ok: $*"; }
@@ -59,7 +77,7 @@ mpi_build() {
 # after ${MPI_TIMEOUT:-120} s (exit code 124; times ASAN_SLOW under USNIC_ASAN=1); returns
 # mpirun's exit code.
 # pml ob1 is forced: only ob1 drives BTLs, so no other PML can carry the traffic instead.
-# The out-of-band (ORTE) traffic is pinned to the veth subnet. Ranks are not bound: each host
+# On 4.1 the out-of-band (ORTE) traffic is pinned to the veth subnet. Ranks are not bound: each host
 # binds its first rank to core 0, which would put both hosts' ranks on the same vCPU.
 mpirun_usnic() {
     local n=1 t=${MPI_TIMEOUT:-120}
@@ -71,7 +89,7 @@ mpirun_usnic() {
         esac
     done
     onhost A timeout -k 5 $((t * ASAN_SLOW)) mpirun --allow-run-as-root -np $((2 * n)) --host "hostA:$n,hostB:$n" \
-        --mca plm_rsh_agent rxevm-rsh --mca oob_tcp_if_include "$RXEVM_NET.0/24" \
+        --mca plm_rsh_agent rxevm-rsh "${MPIRUN_WORLD[@]}" \
         --bind-to none --mca pml ob1 --mca btl "${BTL:-usnic,self}" "${ASAN_X[@]}" "$@"
 }
 

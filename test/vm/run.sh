@@ -11,11 +11,14 @@
 # USNIC_ASAN=1 (set by test/vm/asan-run.sh) is passed into the guest, where lib.sh runs the MPI
 # processes under AddressSanitizer; the test timeouts are then multiplied by USNIC_ASAN_SLOW
 # (default 3). VM_TEST_TIMEOUT=SECONDS replaces every test's own timeout. Variables SOAK_*
-# are passed into the guest too (t-soak's settings).
+# are passed into the guest too (t-soak's settings). VM_LOGS=DIR (inside the repo) replaces
+# test/vm/logs. With RXE_VM_ROOT=$(tools/debian13-root.sh) the VM runs the Debian 13 world
+# (Open MPI 5.0): install the component there first (tools/debian13-root.sh run make -C
+# standalone install); lib.sh adapts the tests to the Open MPI version it finds.
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
-LOGS=$VM/logs
+LOGS=${VM_LOGS:-$VM/logs}
 
 if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest NAME:TIMEOUT...
     shift
@@ -47,7 +50,7 @@ fi
 
 [ $# -gt 0 ] || set -- "$VM"/t-*.sh
 # rxe-vm does not pass the environment into the guest: hand it what the tests need
-guestenv=(env) slow=1
+guestenv=(env VM_LOGS="$LOGS") slow=1
 if [ "${USNIC_ASAN:-0}" = 1 ]; then
     slow=${USNIC_ASAN_SLOW:-3}
     guestenv+=(USNIC_ASAN=1 USNIC_ASAN_SLOW="$slow")

@@ -11,12 +11,21 @@ set -u
 . "$(dirname "$0")/dp-lib.sh"
 
 onhost A ompi_info > "$WORK/ompi_info" 2>&1
-assert_grep 'MCA btl: usnic \(.*API v3\.1\.0' "$WORK/ompi_info" \
-    "ompi_info lists btl usnic with BTL API v3.1.0 (make -C standalone install puts it there)"
+assert_grep "MCA btl: usnic \(.*API v${BTL_API//./\\.}" "$WORK/ompi_info" \
+    "ompi_info lists btl usnic with BTL API v$BTL_API (make -C standalone install puts it there)"
 onhost A ompi_info --param btl usnic --level 9 > "$WORK/params" 2>&1
 for p in btl_usnic_if_include btl_usnic_retrans_timeout; do
     assert_grep "parameter \"$p\"" "$WORK/params" "ompi_info --param btl usnic lists $p"
 done
+# each parameter line is followed by its description
+n=$(grep -c 'parameter "btl_usnic_' "$WORK/params")
+bare=$(awk '/parameter "btl_usnic_/ { p = $0; if ((getline) <= 0 || $0 ~ /parameter "/ || $0 !~ /[a-z]/) print p }' \
+       "$WORK/params")
+if [ "$n" -lt 30 ] || [ -n "$bare" ]; then
+    echo "$bare"
+    fail "$n parameters listed, some without a description"
+fi
+pass "ompi_info --param btl usnic --level 9: all $n parameters have a description"
 
 mpi_build p2p
 OUT=$WORK/p2p.out

@@ -6,7 +6,7 @@
 # MPI_MAX of doubles), MPI_Allgather, MPI_Alltoall (blocks up to 50 KB) and MPI_Alltoallv
 # (uneven and empty blocks, gaps that must stay untouched).
 #   1) 1 rank per host, btl usnic,self
-#   2) 3 ranks per host, btl usnic,self,vader: every process has a usnic endpoint to each of
+#   2) 3 ranks per host, btl usnic,self,vader (usnic,self,sm on Open MPI 5): every process has a usnic endpoint to each of
 #      the 3 processes on the other host and none to the 2 on its own host, which are left to
 #      vader (the connectivity maps)
 # Each run: all results right, and on both hosts the usnic counters reach the datagrams needed
