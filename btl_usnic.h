@@ -31,6 +31,7 @@
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/event/event.h"
+#include "opal/threads/mutex.h"
 #include "opal/util/alfg.h"
 #include "opal/util/output.h"
 
@@ -80,6 +81,9 @@ typedef struct opal_btl_usnic_component_t {
     /* memory registered as a PUT target (btl_register_mem); emulated PUTs
      * may only write inside these */
     opal_list_t put_targets;
+
+    /* serializes the BTL when the process uses threads (btl_usnic_thread.c) */
+    opal_recursive_mutex_t lock;
 
     /* own name as carried in every packet header */
     uint64_t my_hashed_name;

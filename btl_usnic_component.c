@@ -32,6 +32,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_stats.h"
+#include "btl_usnic_thread.h"
 #include "btl_usnic_util.h"
 #include "btl_usnic_verbs.h"
 
@@ -88,6 +89,7 @@ static int usnic_component_open(void)
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
+    OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     add_help_dir();
 
     return mca_base_var_check_exclusive("opal", c->super.btl_version.mca_type_name,
@@ -107,6 +109,7 @@ static int usnic_component_close(void)
     }
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
+    OBJ_DESTRUCT(&c->lock);
     for (int i = 0; i < c->num_contexts; ++i) {
         ibv_close_device(c->contexts[i].ctx);
     }
@@ -254,9 +257,11 @@ static void stats_timer_cb(int fd, short flags, void *arg)
     (void) fd;
     (void) flags;
 
+    USNIC_LOCK();
     snprintf(prefix, sizeof(prefix), "%04d", ++module->stats_report_num);
     opal_btl_usnic_stats_print(module, prefix);
     opal_event_add(&module->stats_timer, &tv);
+    USNIC_UNLOCK();
 }
 
 /* This process's sender id, its Q_Key and the progress clock. */
@@ -433,13 +438,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     opal_btl_usnic_component_t *c = &usnic_component;
     mca_btl_base_module_t **btls = NULL;
     (void) progress_threads;
+    (void) mpi_threads;     /* opal_using_threads() says the same; see btl_usnic_thread.c */
 
     *num_btls = 0;
-    if (mpi_threads && !mca_btl_base_thread_multiple_override) {
-        opal_show_help("help-mpi-btl-usnic.txt", "MPI_THREAD_MULTIPLE not supported", true,
-                       opal_process_info.nodename);
-        return NULL;
-    }
     /* each module checks the locked-memory limit for what it registers */
     c->locked_planned = 0;
     if (!init_identity(c)) {
@@ -450,7 +451,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         apply_eager_limit_policy(c);
         start_services(c);
         btls = hand_out_btls(c);
-        if (NULL == btls) {
+        if (NULL != btls) {
+            opal_btl_usnic_thread_init();
+        } else {
             c->num_modules = 0;
         }
     }

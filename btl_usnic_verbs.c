@@ -24,6 +24,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_thread.h"
 #include "btl_usnic_util.h"
 #include "btl_usnic_verbs.h"
 
@@ -420,6 +421,7 @@ static void async_event_cb(int fd, short flags, void *arg)
     (void) fd;
     (void) flags;
 
+    USNIC_LOCK();
     while (0 == ibv_get_async_event(ctx, &ae)) {
         enum ibv_event_type type = ae.event_type;
         int port = -1;
@@ -454,6 +456,7 @@ static void async_event_cb(int fd, short flags, void *arg)
                        m->dev_name, m->if_name, ibv_event_type_str(type), (int) type, port);
         opal_btl_usnic_module_fatal(m, NULL);
     }
+    USNIC_UNLOCK();
 }
 
 void opal_btl_usnic_verbs_async_drain(struct ibv_context *ctx)
