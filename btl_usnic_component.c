@@ -475,6 +475,7 @@ void opal_btl_usnic_component_quiesce(void)
         return;
     }
     c->quiesced = true;
+    opal_btl_usnic_thread_fini();
     opal_btl_usnic_connectivity_fini();
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_t *m = &c->modules[i];

@@ -2,7 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Threads, for MPI_THREAD_MULTIPLE: one recursive lock for the whole component
+ * Threads.
+ *
+ * MPI_THREAD_MULTIPLE: one recursive lock for the whole component
  * (usnic_component.lock) serializes every BTL entry point, progress, the
  * statistics timer and device events.  Free lists, counters, endpoints,
  * PUT targets and the connectivity client's calls are only touched under
@@ -19,11 +21,27 @@
  *
  * The locked entry points are installed in the modules only when the
  * process uses threads (opal_using_threads() at component init, set by
- * MPI_THREAD_MULTIPLE): a single-threaded job calls the BTL directly and
- * pays nothing.
+ * MPI_THREAD_MULTIPLE or by the progress thread): a single-threaded job
+ * calls the BTL directly and pays nothing.
+ *
+ * Progress thread (btl_usnic_progress_thread): wakes every
+ * btl_usnic_progress_thread_interval microseconds and progresses usnic
+ * until nothing happened for btl_usnic_ack_iteration_delay + 1 passes, so
+ * that receives are acknowledged, delayed ACKs leave and retransmit timers
+ * fire while the application computes outside MPI.  It sleeps in between
+ * (it never spins), and runs the PML's callbacks like any progress call,
+ * which is why it turns on OPAL's threading, as btl/tcp's does.
  */
 
 #include "opal_config.h"
+
+#include <time.h>
+
+#include "opal/runtime/opal.h"
+#include "opal/sys/atomic.h"
+#include "opal/threads/threads.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_endpoint.h"
@@ -32,6 +50,10 @@
 
 /* The unlocked operations: every module starts as a copy of the template. */
 #define USNIC_OPS (opal_btl_usnic_module_template.super)
+
+static opal_thread_t progress_thread;
+static bool progress_thread_running;
+static volatile int32_t progress_thread_stop;
 
 static int locked_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                             mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable)
@@ -192,10 +214,32 @@ static void install_locked_ops(mca_btl_base_module_t *b)
     b->btl_deregister_mem = locked_deregister_mem;
 }
 
+static void *progress_thread_main(opal_object_t *obj)
+{
+    int us = usnic_component.progress_thread_interval;
+    struct timespec nap = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    (void) obj;
+
+    while (!progress_thread_stop) {
+        nanosleep(&nap, NULL);
+        /* Until quiet for long enough that a delayed ACK came due and left;
+         * bounded, so that a busy link still lets the thread sleep. */
+        for (int i = 0, idle = 0; i < 256 && idle <= usnic_component.ack_iteration_delay; ++i) {
+            idle = locked_progress() > 0 ? 0 : idle + 1;
+        }
+    }
+    return NULL;
+}
+
 void opal_btl_usnic_thread_init(void)
 {
     opal_btl_usnic_component_t *c = &usnic_component;
 
+    if (c->progress_thread) {
+        /* The thread runs the PML's callbacks next to the application's
+         * own MPI calls: the PML and OPAL must lock. */
+        opal_set_using_threads(true);
+    }
     if (!opal_using_threads()) {
         return;
     }
@@ -203,4 +247,34 @@ void opal_btl_usnic_thread_init(void)
         install_locked_ops(&c->modules[i].super);
     }
     c->super.btl_progress = locked_progress;
+    if (!c->progress_thread) {
+        return;
+    }
+
+    OBJ_CONSTRUCT(&progress_thread, opal_thread_t);
+    progress_thread.t_run = progress_thread_main;
+    progress_thread_stop = 0;
+    if (OPAL_SUCCESS != opal_thread_start(&progress_thread)) {
+        OBJ_DESTRUCT(&progress_thread);
+        opal_show_help("help-mpi-btl-usnic.txt", "progress thread failed", true,
+                       opal_process_info.nodename);
+        return;
+    }
+    progress_thread_running = true;
+    usnic_verbose(5, "%s: progress thread started, waking every %d us",
+                  opal_process_info.nodename, c->progress_thread_interval);
+}
+
+void opal_btl_usnic_thread_fini(void)
+{
+    if (!progress_thread_running) {
+        return;
+    }
+    /* The thread never blocks on the lock (it only tries it), so the
+     * caller may hold it while waiting here. */
+    progress_thread_stop = 1;
+    opal_atomic_wmb();
+    opal_thread_join(&progress_thread, NULL);
+    OBJ_DESTRUCT(&progress_thread);
+    progress_thread_running = false;
 }

@@ -3,7 +3,8 @@
  * $COPYRIGHT$
  *
  * Threads: the component lock that makes the BTL safe under
- * MPI_THREAD_MULTIPLE (btl_usnic_thread.c).
+ * MPI_THREAD_MULTIPLE, and the optional progress thread
+ * (btl_usnic_thread.c).
  */
 
 #ifndef BTL_USNIC_THREAD_H
@@ -20,9 +21,14 @@ BEGIN_C_DECLS
 #define USNIC_LOCK() OPAL_THREAD_LOCK(&usnic_component.lock)
 #define USNIC_UNLOCK() OPAL_THREAD_UNLOCK(&usnic_component.lock)
 
-/* After the modules exist: if the process uses threads, route every BTL
- * entry point and progress through the lock. */
+/* After the modules exist: turn on OPAL's threading if the progress thread
+ * is asked for, route every BTL entry point and progress through the lock
+ * if threads are in use, and start the progress thread (if it cannot
+ * start, a help message says so and usnic runs without it). */
 void opal_btl_usnic_thread_init(void);
+
+/* Stop and join the progress thread, if it runs.  Idempotent. */
+void opal_btl_usnic_thread_fini(void);
 
 END_C_DECLS
 #endif /* BTL_USNIC_THREAD_H */
