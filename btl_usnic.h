@@ -84,6 +84,9 @@ typedef struct opal_btl_usnic_component_t {
      * may only write inside these */
     opal_list_t put_targets;
 
+    /* serializes the BTL when the process uses threads (btl_usnic_thread.c) */
+    opal_recursive_mutex_t lock;
+
     /* own name as carried in every packet header */
     uint64_t my_hashed_name;
 
@@ -147,6 +150,8 @@ typedef struct opal_btl_usnic_component_t {
     int connectivity_num_retries;
     char *connectivity_map_prefix;
     int peer_timeout;               /* seconds without ACK progress before a peer is declared dead */
+    bool progress_thread;           /* progress from a thread of our own while the application computes */
+    int progress_thread_interval;   /* microseconds between its passes */
 
     /* OPAL's reachable framework (route lookups) is open and selected */
     bool reachable_ready;

@@ -21,6 +21,8 @@
 /* 5.0 moved the libevent wrapper out of the event framework and has
  * no PMIx framework: its modex macros call PMIx directly. */
 #include "opal/util/event.h"
+#include "opal/mca/threads/mutex.h"
+#include "opal/mca/threads/threads.h"
 #include "opal/mca/pmix/pmix-internal.h"
 
 #define USNIC_MODEX_SCOPE PMIX_REMOTE
@@ -59,6 +61,8 @@ static inline void usnic_deliver_to_pml(mca_btl_base_module_t *btl,
 
 #include "opal/mca/event/event.h"
 #include "opal/mca/pmix/pmix.h"
+#include "opal/threads/mutex.h"
+#include "opal/threads/threads.h"
 
 #define USNIC_MODEX_SCOPE OPAL_PMIX_REMOTE
 

@@ -30,6 +30,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_stats.h"
+#include "btl_usnic_thread.h"
 #include "btl_usnic_util.h"
 #include "btl_usnic_device.h"
 
@@ -87,6 +88,7 @@ static int usnic_component_open(void)
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
+    OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     add_help_dir();
 
     return mca_base_var_check_exclusive("opal", c->super.btl_version.mca_type_name,
@@ -106,6 +108,7 @@ static int usnic_component_close(void)
     }
     OPAL_LIST_DESTRUCT(&c->procs);
     OPAL_LIST_DESTRUCT(&c->put_targets);
+    OBJ_DESTRUCT(&c->lock);
     for (int i = 0; i < c->num_contexts; ++i) {
         c->dev_ops->close(c->contexts[i].dev);
     }
@@ -254,9 +257,11 @@ static void stats_timer_cb(int fd, short flags, void *arg)
     (void) fd;
     (void) flags;
 
+    USNIC_LOCK();
     snprintf(prefix, sizeof(prefix), "%04d", ++module->stats_report_num);
     opal_btl_usnic_stats_print(module, prefix);
     opal_event_add(&module->stats_timer, &tv);
+    USNIC_UNLOCK();
 }
 
 /* This process's sender id, its Q_Key and the progress clock. */
@@ -433,13 +438,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     opal_btl_usnic_component_t *c = &usnic_component;
     mca_btl_base_module_t **btls = NULL;
     (void) progress_threads;
+    (void) mpi_threads;     /* opal_using_threads() says the same; see btl_usnic_thread.c */
 
     *num_btls = 0;
-    if (mpi_threads && !mca_btl_base_thread_multiple_override) {
-        opal_show_help("help-mpi-btl-usnic.txt", "MPI_THREAD_MULTIPLE not supported", true,
-                       opal_process_info.nodename);
-        return NULL;
-    }
     /* each module checks the locked-memory limit for what it registers */
     c->locked_planned = 0;
     if (!init_identity(c)) {
@@ -450,7 +451,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         apply_eager_limit_policy(c);
         start_services(c);
         btls = hand_out_btls(c);
-        if (NULL == btls) {
+        if (NULL != btls) {
+            opal_btl_usnic_thread_init();
+        } else {
             c->num_modules = 0;
         }
     }
@@ -470,6 +473,8 @@ void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal
     opal_btl_usnic_module_t *m = NULL;
     const char *dev_name = "?";
 
+    /* OPAL's event loop runs this outside the BTL's entry points. */
+    USNIC_LOCK();
     for (int i = 0; i < usnic_component.num_modules; ++i) {
         opal_btl_usnic_module_t *cand = &usnic_component.modules[i];
         if (cand->dev == dev) {
@@ -482,11 +487,13 @@ void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal
     if (!fatal || NULL == m || m->dead) {
         usnic_verbose(5, "%s: %s: async event \"%s\" (port %d) ignored",
                       opal_process_info.nodename, dev_name, what, port);
+        USNIC_UNLOCK();
         return;
     }
     opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
                    m->dev_name, m->if_name, what, code, port);
     opal_btl_usnic_module_fatal(m, NULL);
+    USNIC_UNLOCK();
 }
 
 void opal_btl_usnic_component_quiesce(void)
@@ -497,6 +504,7 @@ void opal_btl_usnic_component_quiesce(void)
         return;
     }
     c->quiesced = true;
+    opal_btl_usnic_thread_fini();
     opal_btl_usnic_connectivity_fini();
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_t *m = &c->modules[i];

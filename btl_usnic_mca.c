@@ -148,6 +148,16 @@ int opal_btl_usnic_component_register(void)
             "its progress thread and is waited for. With btl_usnic_connectivity_check 0 there "
             "are no pings, and a peer computing for longer than this is declared dead",
             30, &c->peer_timeout, OPAL_INFO_LVL_4);
+    reg_bool("progress_thread", "If true, a thread of usnic's own progresses it every "
+             "btl_usnic_progress_thread_interval microseconds, so that ACKs are answered, "
+             "retransmissions sent and transfers move on while the application computes "
+             "outside MPI. It sleeps in between; awake it costs some CPU (see README). It "
+             "also turns on Open MPI's internal locking, as for MPI_THREAD_MULTIPLE",
+             false, &c->progress_thread, OPAL_INFO_LVL_4);
+    reg_int("progress_thread_interval", "Microseconds the progress thread sleeps between its "
+            "passes (with btl_usnic_progress_thread); keep it well below "
+            "btl_usnic_retrans_timeout, or computing receivers make their peers retransmit",
+            1000, &c->progress_thread_interval, OPAL_INFO_LVL_5);
     reg_string("rcache", "Registration cache used for send and receive buffers", "grdma",
                &c->rcache_name, OPAL_INFO_LVL_5);
     reg_string("mpool_hints", "Hints for choosing the memory pool of registered buffers",
@@ -185,6 +195,8 @@ int opal_btl_usnic_component_register(void)
     ok &= check_range("btl_usnic_max_short_packets", c->max_short_packets, 0, INT_MAX,
                       "0 or more");
     ok &= check_range("btl_usnic_peer_timeout", c->peer_timeout, 0, 86400, "0 to 86400 seconds");
+    ok &= check_range("btl_usnic_progress_thread_interval", c->progress_thread_interval, 10,
+                      1000000, "10 to 1000000 microseconds");
     ok &= check_range("btl_usnic_connectivity_ack_timeout", c->connectivity_ack_timeout, 1,
                       600000, "1 to 600000 milliseconds");
     ok &= check_range("btl_usnic_connectivity_error_num_retries", c->connectivity_num_retries,

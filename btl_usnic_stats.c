@@ -19,6 +19,7 @@
 #include "btl_usnic.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_stats.h"
+#include "btl_usnic_thread.h"
 
 /* Test contract (README, "Tests read facts"): "btl:usnic: stats PREFIX HOST DEV: name=value ...";
  * the VM tests read the counters from it by name. */
@@ -69,10 +70,13 @@ static int pvar_read(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     unsigned long *out = value;
     (void) obj;
 
+    /* one consistent snapshot under MPI_THREAD_MULTIPLE */
+    USNIC_LOCK();
     for (int i = 0; i < usnic_component.num_modules; ++i) {
         const char *stats = (const char *) &usnic_component.modules[i].stats;
         out[i] = (unsigned long) *(const uint64_t *)(stats + offset);
     }
+    USNIC_UNLOCK();
     return OPAL_SUCCESS;
 }
 

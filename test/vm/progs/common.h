@@ -48,6 +48,8 @@ static unsigned long long dp_msgs, dp_bytes; /* messages/bytes this rank verifie
 static unsigned long long dp_min_dgrams_in; /* lower bound: usnic datagrams delivered here */
 static unsigned long long dp_bytes_in;      /* data bytes that crossed into this rank's host */
 static double dp_t0;
+/* MPI_Init_thread with this level if >= 0 (set before dp_init); the level granted */
+static int dp_thread_required = -1, dp_thread_provided = -1;
 
 static inline uint64_t dp_mix64(uint64_t x)
 {
@@ -227,7 +229,11 @@ DP_FN void dp_init(const char *prog, int *argc, char ***argv)
     int len;
 
     dp_prog = prog;
-    MPI_Init(argc, argv);
+    if (dp_thread_required >= 0) {
+        MPI_Init_thread(argc, argv, dp_thread_required, &dp_thread_provided);
+    } else {
+        MPI_Init(argc, argv);
+    }
     dp_t0 = dp_now();
     MPI_Comm_rank(MPI_COMM_WORLD, &dp_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &dp_size);
