@@ -59,6 +59,7 @@ field() { sed -nE "s/^overlap: $2.*/\1/p" "$1" | head -n 1; }
         echo "| $p | $l0 | $l1 | $r | $w0 | $w1 | $d0 | $d1 | ${c0/ /, } | ${c1/ /, } |"
     done
 } > "$OUT/results.md"
-awk -F'|' 'NR > 6 && $5 != "" { print $5 }' "$OUT/results.md" | sort -n |
-    awk '{ v[NR] = $1 } END { printf "\nMedian latency ratio on/off: %s\n", v[int((NR + 1) / 2)] }' >> "$OUT/results.md"
+median=$(awk -F'|' 'NR > 6 && $5 != "" { print $5 }' "$OUT/results.md" | sort -n |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+printf '\nMedian latency ratio on/off: %s\n' "$median" >> "$OUT/results.md"
 cat "$OUT/results.md"
