@@ -305,7 +305,9 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
 
-    opal_btl_usnic_retrans_resend(module);
+    if (!opal_list_is_empty(&module->pending_resend_segs)) {
+        opal_btl_usnic_retrans_resend(module);
+    }
 
     while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =
