@@ -97,21 +97,11 @@ usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq)
     return USNIC_RX_ACCEPT;
 }
 
-uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq)
+uint32_t usnic_rx_mark_held(usnic_rx_window_t *w, uint16_t seq)
 {
     uint32_t mask = w->size - 1;
     uint32_t i = (w->start + (uint16_t)(seq - w->next_contig)) & mask;
     uint32_t moved = 0;
-
-    /* The usual case: the next one in order, nothing held after it. */
-    if (seq == w->next_contig && !bit_test(w->bits, (w->start + 1) & mask)) {
-        w->start = (w->start + 1) & mask;
-        ++w->next_contig;
-        if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {
-            w->highest_rcvd = seq;
-        }
-        return 1;
-    }
 
     w->bits[i >> 6] |= 1ULL << (i & 63);
     if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {
