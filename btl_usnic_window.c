@@ -9,22 +9,6 @@
 
 #include "btl_usnic_window.h"
 
-usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack)
-{
-    int16_t d = USNIC_SEQ_DIFF16(ack, w->ack_seq_rcvd);
-    if (0 == d) {
-        return USNIC_ACK_DUP;
-    }
-    if (d < 0) {
-        return USNIC_ACK_OLD;
-    }
-    /* Anything at or beyond the next sequence to send was never sent. */
-    if (USNIC_SEQ_DIFF16(ack, w->next_seq_to_send) >= 0) {
-        return USNIC_ACK_BOGUS;
-    }
-    return USNIC_ACK_NEW;
-}
-
 bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout)
 {
     uint32_t half = usnic_tx_window_inflight(w) / 2;

@@ -82,7 +82,22 @@ typedef enum {
     USNIC_ACK_BOGUS,    /* acknowledges something never sent: ignore it */
 } usnic_ack_class_t;
 
-usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack);
+/* (inline: every ACK and every data datagram carrying one asks) */
+static inline usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack)
+{
+    int16_t d = USNIC_SEQ_DIFF16(ack, w->ack_seq_rcvd);
+    if (0 == d) {
+        return USNIC_ACK_DUP;
+    }
+    if (d < 0) {
+        return USNIC_ACK_OLD;
+    }
+    /* Anything at or beyond the next sequence to send was never sent. */
+    if (USNIC_SEQ_DIFF16(ack, w->next_seq_to_send) >= 0) {
+        return USNIC_ACK_BOGUS;
+    }
+    return USNIC_ACK_NEW;
+}
 
 /* ---- receiver side ---- */
 
