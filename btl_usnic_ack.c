@@ -22,6 +22,9 @@ static void ack_done(opal_btl_usnic_endpoint_t *ep)
     if (ep->on_acks_list) {
         opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;
+        if (opal_list_is_empty(&ep->module->endpoints_that_need_acks)) {
+            ep->module->acks_due_tick = UINT64_MAX;
+        }
     }
 }
 
@@ -39,6 +42,7 @@ void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_heade
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
+    uint64_t ticks = usnic_component.progress_ticks, next_due = UINT64_MAX;
     opal_list_item_t *li, *next;
 
     for (li = opal_list_get_first(&module->endpoints_that_need_acks);
@@ -50,7 +54,8 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         usnic_btl_header_t *hdr;
 
         next = opal_list_get_next(li);
-        if (ep->ack_due_tick > usnic_component.progress_ticks) {
+        if (ep->ack_due_tick > ticks) {
+            next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
             continue;
         }
         /* A peer we only ever ACK is checked too. */
@@ -59,7 +64,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         }
         item = (opal_btl_usnic_ack_item_t *) opal_btl_usnic_fl_get(module, &module->ack_segs);
         if (NULL == item) {
-            /* No ACK buffer: skip it, retransmits will prompt another. */
+            /* No ACK buffer: try again on the next pass. */
             break;
         }
         hdr = item->seg.hdr;
@@ -82,4 +87,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         }
         ack_done(ep);
     }
+    /* Stopped early (no send slot or buffer): the rest are due now. */
+    module->acks_due_tick = li != opal_list_get_end(&module->endpoints_that_need_acks)
+                                ? ticks : next_due;
 }

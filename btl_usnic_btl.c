@@ -476,6 +476,27 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     return OPAL_SUCCESS;
 }
 
+/* Copy n bytes of the message at the convertor's position to dst: contiguous
+ * data with one memcpy, moving the convertor on as packing it would. */
+static size_t copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
+{
+    struct iovec iov = {.iov_base = dst, .iov_len = n};
+    uint32_t iov_count = 1;
+    void *src;
+
+    if (opal_convertor_need_buffers(conv) || conv->bConverted + n > conv->local_size) {
+        opal_convertor_pack(conv, &iov, &iov_count, &n);
+        return n;
+    }
+    opal_convertor_get_current_pointer(conv, &src);
+    memcpy(dst, src, n);
+    conv->bConverted += n;
+    if (conv->bConverted == conv->local_size) {
+        conv->flags |= CONVERTOR_COMPLETED;
+    }
+    return n;
+}
+
 static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                        opal_convertor_t *conv, void *header, size_t header_size,
                        size_t payload_size, uint8_t order, uint32_t flags,
@@ -483,7 +504,6 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_btl_usnic_send_frag_t *frag;
-    mca_btl_base_descriptor_t *des;
     size_t size = payload_size;
     size_t total = header_size + payload_size;
     uint8_t *dst;
@@ -491,32 +511,42 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     if (NULL != descriptor) {
         *descriptor = NULL;
     }
-    /* Too large for the fast path: the PML sends what we hand back, so
-     * without a way to hand it back leave the message to the normal path. */
-    if (endpoint->failed || module->dead ||
-        (total > module->max_tiny_payload && NULL == descriptor)) {
+    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    des = usnic_alloc(btl, endpoint, order, total, flags);
-    if (OPAL_UNLIKELY(NULL == des)) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    frag = (opal_btl_usnic_send_frag_t *) des;
-    dst = frag->segs[0].seg_addr.pval;
-    memcpy(dst, header, header_size);
-    if (payload_size > 0) {
-        struct iovec iov = {.iov_base = dst + header_size, .iov_len = size};
-        uint32_t iov_count = 1;
-        opal_convertor_pack(conv, &iov, &iov_count, &size);
-    }
-    frag->segs[0].seg_len = header_size + size;
     if (total > module->max_tiny_payload) {
-        /* As btl_alloc would give it, header and data already in place. */
+        /* Too large for the fast path: the PML sends what we hand back (as
+         * btl_alloc would give it, header and data in place), so without a
+         * way to hand it back leave the message to the normal path. */
+        mca_btl_base_descriptor_t *des;
+        if (NULL == descriptor) {
+            return OPAL_ERR_RESOURCE_BUSY;
+        }
+        des = usnic_alloc(btl, endpoint, order, total, flags);
+        if (OPAL_UNLIKELY(NULL == des)) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        dst = des->des_segments[0].seg_addr.pval;
+        memcpy(dst, header, header_size);
+        if (payload_size > 0) {
+            size = copy_payload(conv, dst + header_size, payload_size);
+        }
+        des->des_segments[0].seg_len = header_size + size;
         *descriptor = des;
         return OPAL_ERR_RESOURCE_BUSY;
     }
+    frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    dst = frag->seg.payload;
+    memcpy(dst, header, header_size);
+    if (payload_size > 0) {
+        size = copy_payload(conv, dst + header_size, payload_size);
+    }
+    frag->segs[0].seg_len = frag->size = header_size + size;
     frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->size = header_size + size;
+    frag->base.order = order;
     frag->tag = tag;
     ++module->stats.pml_module_sends;
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
@@ -524,8 +554,8 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         opal_btl_usnic_enqueue_frag(endpoint, frag);
         opal_btl_usnic_progress_sends(module);
     } else {
+        /* Nothing more to do: the ACK returns the frag. */
         frag->local_done = true;
-        opal_btl_usnic_frag_return_if_done(module, frag);
     }
     return OPAL_SUCCESS;
 }

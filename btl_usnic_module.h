@@ -106,6 +106,7 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t all_endpoints;
     opal_list_t endpoints_with_sends;
     opal_list_t endpoints_that_need_acks;
+    uint64_t acks_due_tick;         /* no listed ACK is due before this tick */
     opal_list_t endpoints_with_timers;  /* retransmit timers running */
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */

@@ -133,9 +133,10 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (!opal_list_is_empty(&module->endpoints_with_timers)) {
         opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
     }
+    /* A delayed ACK costs no pass until it is due. */
     if (!opal_list_is_empty(&module->pending_resend_segs) ||
         !opal_list_is_empty(&module->endpoints_with_sends) ||
-        !opal_list_is_empty(&module->endpoints_that_need_acks)) {
+        module->acks_due_tick <= usnic_component.progress_ticks) {
         opal_btl_usnic_progress_sends(module);
     }
 

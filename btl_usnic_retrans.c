@@ -288,6 +288,9 @@ void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
         /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;
     }
+    if (ep->ack_due_tick < ep->module->acks_due_tick) {
+        ep->module->acks_due_tick = ep->ack_due_tick;
+    }
 }
 
 /* ---- dead peers ---- */

@@ -24,15 +24,6 @@
 #include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
 
-void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
-{
-    if (!ep->on_sends_list && !ep->failed && !ep->exiting && !opal_list_is_empty(&ep->send_queue) &&
-        ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
-        opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
-        ep->on_sends_list = true;
-    }
-}
-
 void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
 {
     frag->queued = true;
@@ -315,7 +306,9 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
 
-    opal_btl_usnic_retrans_resend(module);
+    if (!opal_list_is_empty(&module->pending_resend_segs)) {
+        opal_btl_usnic_retrans_resend(module);
+    }
 
     while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =

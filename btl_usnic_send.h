@@ -15,8 +15,16 @@
 
 BEGIN_C_DECLS
 
-/* Put the endpoint on the module's ready list if it can send now. */
-void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+/* Put the endpoint on the module's ready list if it can send now (inline:
+ * every ACK asks). */
+static inline void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->on_sends_list && !opal_list_is_empty(&ep->send_queue) && !ep->failed &&
+        !ep->exiting && ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
+        opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
+        ep->on_sends_list = true;
+    }
+}
 
 /* Queue a frag whose segments are filled in; sending happens in progress. */
 void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);

@@ -38,6 +38,9 @@ struct opal_btl_usnic_hwchan {
     struct ibv_qp *qp;
     uint32_t max_inline;
     const char *dev_name;           /* for messages */
+    /* A send work request built once: a post fills in only what changes. */
+    struct ibv_send_wr send_wr;
+    struct ibv_sge send_sge;
 };
 
 /* An IPv4-mapped GID: ::ffff:a.b.c.d */
@@ -358,6 +361,9 @@ static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     info->rd_num = qia.cap.max_recv_wr < (uint32_t) req->rd_num ? (int) qia.cap.max_recv_wr
                                                                  : req->rd_num;
     info->max_inline = ch->max_inline = qia.cap.max_inline_data;
+    ch->send_wr.sg_list = &ch->send_sge;
+    ch->send_wr.num_sge = 1;
+    ch->send_wr.opcode = IBV_WR_SEND;
 
     memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_INIT;
@@ -388,26 +394,19 @@ static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_des
                            const void *buf, uint32_t len, uint32_t lkey, bool signalled,
                            void *cookie)
 {
-    struct ibv_send_wr wr, *bad;
-    struct ibv_sge sge;
+    struct ibv_send_wr *wr = &ch->send_wr, *bad;
     int rc;
 
-    sge.addr = (uintptr_t) buf;
-    sge.length = len;
-    sge.lkey = lkey;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = (uintptr_t) cookie;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
-    if (len <= ch->max_inline) {
-        wr.send_flags |= IBV_SEND_INLINE;
-    }
-    wr.wr.ud.ah = (struct ibv_ah *) dest->ah;
-    wr.wr.ud.remote_qpn = dest->qpn;
-    wr.wr.ud.remote_qkey = dest->qkey;
-    rc = ibv_post_send(ch->qp, &wr, &bad);
+    ch->send_sge.addr = (uintptr_t) buf;
+    ch->send_sge.length = len;
+    ch->send_sge.lkey = lkey;
+    wr->wr_id = (uintptr_t) cookie;
+    wr->send_flags = (signalled ? IBV_SEND_SIGNALED : 0) |
+                     (len <= ch->max_inline ? IBV_SEND_INLINE : 0);
+    wr->wr.ud.ah = (struct ibv_ah *) dest->ah;
+    wr->wr.ud.remote_qpn = dest->qpn;
+    wr->wr.ud.remote_qkey = dest->qkey;
+    rc = ibv_post_send(ch->qp, wr, &bad);
     if (OPAL_UNLIKELY(0 != rc)) {
         opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
                        opal_process_info.nodename, ch->dev_name, "ibv_post_send", strerror(rc));

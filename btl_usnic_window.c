@@ -9,22 +9,6 @@
 
 #include "btl_usnic_window.h"
 
-usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack)
-{
-    int16_t d = USNIC_SEQ_DIFF16(ack, w->ack_seq_rcvd);
-    if (0 == d) {
-        return USNIC_ACK_DUP;
-    }
-    if (d < 0) {
-        return USNIC_ACK_OLD;
-    }
-    /* Anything at or beyond the next sequence to send was never sent. */
-    if (USNIC_SEQ_DIFF16(ack, w->next_seq_to_send) >= 0) {
-        return USNIC_ACK_BOGUS;
-    }
-    return USNIC_ACK_NEW;
-}
-
 bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout)
 {
     uint32_t half = usnic_tx_window_inflight(w) / 2;
@@ -97,21 +81,11 @@ usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq)
     return USNIC_RX_ACCEPT;
 }
 
-uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq)
+uint32_t usnic_rx_mark_held(usnic_rx_window_t *w, uint16_t seq)
 {
     uint32_t mask = w->size - 1;
     uint32_t i = (w->start + (uint16_t)(seq - w->next_contig)) & mask;
     uint32_t moved = 0;
-
-    /* The usual case: the next one in order, nothing held after it. */
-    if (seq == w->next_contig && !bit_test(w->bits, (w->start + 1) & mask)) {
-        w->start = (w->start + 1) & mask;
-        ++w->next_contig;
-        if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {
-            w->highest_rcvd = seq;
-        }
-        return 1;
-    }
 
     w->bits[i >> 6] |= 1ULL << (i & 63);
     if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {

@@ -82,7 +82,22 @@ typedef enum {
     USNIC_ACK_BOGUS,    /* acknowledges something never sent: ignore it */
 } usnic_ack_class_t;
 
-usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack);
+/* (inline: every ACK and every data datagram carrying one asks) */
+static inline usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w, uint16_t ack)
+{
+    int16_t d = USNIC_SEQ_DIFF16(ack, w->ack_seq_rcvd);
+    if (0 == d) {
+        return USNIC_ACK_DUP;
+    }
+    if (d < 0) {
+        return USNIC_ACK_OLD;
+    }
+    /* Anything at or beyond the next sequence to send was never sent. */
+    if (USNIC_SEQ_DIFF16(ack, w->next_seq_to_send) >= 0) {
+        return USNIC_ACK_BOGUS;
+    }
+    return USNIC_ACK_NEW;
+}
 
 /* ---- receiver side ---- */
 
@@ -104,8 +119,25 @@ typedef enum {
 /* bits must point to size/64 zeroed words. */
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits);
 usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq);
-/* Record an accepted sequence; returns how far the left edge moved. */
-uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq);
+/* usnic_rx_mark when seq is not simply the next one in order. */
+uint32_t usnic_rx_mark_held(usnic_rx_window_t *w, uint16_t seq);
+
+/* Record an accepted sequence; returns how far the left edge moved.
+ * Inline for the usual case: the next one in order, nothing held after it. */
+static inline uint32_t usnic_rx_mark(usnic_rx_window_t *w, uint16_t seq)
+{
+    uint32_t next = (w->start + 1) & (w->size - 1);
+
+    if (seq == w->next_contig && !((w->bits[next >> 6] >> (next & 63)) & 1)) {
+        w->start = next;
+        ++w->next_contig;
+        if (USNIC_SEQ_DIFF16(seq, w->highest_rcvd) > 0) {
+            w->highest_rcvd = seq;
+        }
+        return 1;
+    }
+    return usnic_rx_mark_held(w, seq);
+}
 
 /* The value to put in an ACK: the highest contiguous sequence received. */
 static inline uint16_t usnic_rx_ack_value(const usnic_rx_window_t *w)
