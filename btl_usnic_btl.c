@@ -25,6 +25,7 @@
 #include "btl_usnic_map.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_stats.h"
 #include "btl_usnic_util.h"
@@ -105,8 +106,8 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
     return OPAL_SUCCESS;
 }
 
-/* A new endpoint of this module toward proc, or NULL: proc is on this
- * node, not reachable through this module, already has one (*existing),
+/* A new endpoint of this module toward proc, or NULL: proc is this
+ * process, not reachable through this module, already has one (*existing),
  * or something failed (*rc). */
 static opal_btl_usnic_endpoint_t *new_endpoint(opal_btl_usnic_module_t *module, int mi,
                                                opal_proc_t *proc,
@@ -116,8 +117,11 @@ static opal_btl_usnic_endpoint_t *new_endpoint(opal_btl_usnic_module_t *module, 
     opal_btl_usnic_endpoint_t *ep;
     int idx;
 
-    /* Same-node peers belong to a shared-memory BTL. */
-    if (proc == opal_proc_local_get() || OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags)) {
+    /* Same-node peers are reached too (through the device's loopback):
+     * osc/rdma wants one BTL with RDMA and atomics toward every peer of a
+     * window.  A shared-memory BTL, more exclusive, still carries their
+     * sends.  Not this process itself: btl_atomic_flags has GLOB. */
+    if (proc == opal_proc_local_get()) {
         return NULL;
     }
     *rc = opal_btl_usnic_proc_get(proc, &up);
@@ -640,10 +644,15 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
 
 bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len)
 {
+    return opal_btl_usnic_mem_ok(addr, len, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+}
+
+bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access)
+{
     opal_btl_usnic_put_target_t *t;
 
     OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if ((t->flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) && addr >= t->handle.base &&
+        if ((t->flags & access) && addr >= t->handle.base &&
             len <= t->handle.len && addr - t->handle.base <= t->handle.len - len) {
             return true;
         }
@@ -695,7 +704,10 @@ opal_btl_usnic_module_t opal_btl_usnic_module_template = {
         .btl_send = usnic_send,
         .btl_sendi = usnic_sendi,
         .btl_put = usnic_put,
-        .btl_get = NULL,
+        .btl_get = opal_btl_usnic_get,
+        .btl_atomic_op = opal_btl_usnic_atomic_op,
+        .btl_atomic_fop = opal_btl_usnic_atomic_fop,
+        .btl_atomic_cswap = opal_btl_usnic_atomic_cswap,
         .btl_dump = usnic_dump,
         .btl_register_mem = usnic_register_mem,
         .btl_deregister_mem = usnic_deregister_mem,

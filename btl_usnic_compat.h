@@ -25,7 +25,8 @@
 #include "opal/mca/threads/threads.h"
 #include "opal/mca/pmix/pmix-internal.h"
 
-#define USNIC_MODEX_SCOPE PMIX_REMOTE
+/* Global: same-host peers read it too (osc/rdma reaches them through us). */
+#define USNIC_MODEX_SCOPE PMIX_GLOBAL
 
 /* The modex macros return PMIx status codes in 5.0. */
 static inline int usnic_modex_status(int rc)
@@ -64,7 +65,8 @@ static inline void usnic_deliver_to_pml(mca_btl_base_module_t *btl,
 #include "opal/threads/mutex.h"
 #include "opal/threads/threads.h"
 
-#define USNIC_MODEX_SCOPE OPAL_PMIX_REMOTE
+/* Global: same-host peers read it too (osc/rdma reaches them through us). */
+#define USNIC_MODEX_SCOPE OPAL_PMIX_GLOBAL
 
 static inline int usnic_modex_status(int rc)
 {

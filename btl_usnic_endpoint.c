@@ -15,6 +15,7 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
 
@@ -161,6 +162,7 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     opal_list_item_t *li;
 
     ep->exiting = true;
+    opal_btl_usnic_rdma_flush_endpoint(ep);
     if (ep->on_sends_list) {
         opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = false;

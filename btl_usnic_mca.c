@@ -19,6 +19,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_wire.h"
 
 /* Eager limit with one device; with several it drops unless the user set it. */
@@ -212,10 +213,16 @@ int opal_btl_usnic_component_register(void)
     base->btl_eager_limit = USNIC_DFLT_EAGER_LIMIT_1DEV;
     base->btl_rndv_eager_limit = USNIC_DFLT_RNDV_EAGER_LIMIT;
     base->btl_max_send_size = USNIC_DFLT_EAGER_LIMIT_1DEV;
+    /* GET and atomics are emulated too (btl_usnic_rdma.c): osc/rdma needs
+     * them, and Debian's Open MPI turns osc/pt2pt off. */
     base->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                      MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS |
                       MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
+    base->btl_atomic_flags = USNIC_RDMA_ATOMIC_FLAGS;
     base->btl_put_limit = UINT32_MAX;
     base->btl_put_alignment = 0;
+    base->btl_get_limit = USNIC_RDMA_MAX_GET;
+    base->btl_get_alignment = 0;
     if (OPAL_SUCCESS != mca_btl_base_param_register(&usnic_component.super.btl_version, base)) {
         return OPAL_ERROR;
     }
@@ -228,6 +235,9 @@ int opal_btl_usnic_component_register(void)
                       "64 bytes to 1 MiB");
     if (base->btl_put_limit > UINT32_MAX) {
         base->btl_put_limit = UINT32_MAX;
+    }
+    if (0 == base->btl_get_limit || base->btl_get_limit > USNIC_RDMA_MAX_GET) {
+        base->btl_get_limit = USNIC_RDMA_MAX_GET;
     }
 
     {

@@ -28,6 +28,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_util.h"
 
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *peer)
@@ -302,6 +303,7 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
+    opal_btl_usnic_rdma_init(module);
 }
 
 /* What this module publishes in the modex. */
@@ -393,6 +395,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
         OBJ_RELEASE(ep);
     }
+    opal_btl_usnic_rdma_fini(module);
     OBJ_DESTRUCT(&module->zombie_endpoints);
     OBJ_DESTRUCT(&module->fastpath_done);
     OBJ_DESTRUCT(&module->pending_resend_segs);

@@ -19,6 +19,7 @@
 #include "opal/class/opal_free_list.h"
 #include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
+#include "opal/class/opal_pointer_array.h"
 #include "opal/mca/rcache/rcache.h"
 
 #include "btl_usnic.h"
@@ -111,6 +112,13 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */
+
+    /* emulated GET and atomics (btl_usnic_rdma.c) */
+    opal_free_list_t rdma_op_fl;
+    opal_pointer_array_t rdma_ops;  /* outstanding requests, by id */
+    uint32_t rdma_serial;
+    opal_list_t rdma_deferred;      /* peers' requests waiting for a send buffer */
+    bool rdma_refused_shown;
 
     uint16_t isn;
     usnic_modex_addr_t local_addr;
@@ -213,7 +221,10 @@ typedef struct {
 } opal_btl_usnic_put_target_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
 
-/* True if [addr, addr + len) lies inside one region registered for remote writes. */
+/* True if [addr, addr + len) lies inside one region registered with the
+ * access flag (MCA_BTL_REG_FLAG_REMOTE_*). */
+bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access);
+/* The same for remote writes (PUT). */
 bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len);
 
 /* Create a module's verbs resources and lists; on failure everything it

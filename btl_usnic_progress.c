@@ -22,6 +22,7 @@
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_recv.h"
 #include "btl_usnic_retrans.h"
 #include "btl_usnic_send.h"
@@ -132,6 +133,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 
     if (!opal_list_is_empty(&module->endpoints_with_timers)) {
         opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
+    }
+    if (OPAL_UNLIKELY(!opal_list_is_empty(&module->rdma_deferred))) {
+        opal_btl_usnic_rdma_retry(module);
     }
     /* A delayed ACK costs no pass until it is due. */
     if (!opal_list_is_empty(&module->pending_resend_segs) ||

@@ -19,6 +19,7 @@
 #include "btl_usnic_channel.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_recv.h"
 #include "btl_usnic_retrans.h"
 
@@ -39,10 +40,15 @@ static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *
 {
     mca_btl_base_segment_t seg;
 
-    /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one. */
+    /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one,
+     * it is ours (emulated GET and atomics). */
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
                       NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {
-        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
+        if (USNIC_TAG_RDMA == tag) {
+            opal_btl_usnic_rdma_recv(module, ep, data, len);
+        } else {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
+        }
         return;
     }
     seg.seg_addr.pval = data;

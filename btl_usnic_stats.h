@@ -43,6 +43,11 @@
     X(pml_module_sends, "fragments the PML gave us")                          \
     X(pml_send_callbacks, "send completions reported to the PML")            \
     X(num_puts, "emulated PUTs started")                                     \
+    X(num_gets, "emulated GETs started")                                     \
+    X(num_atomics, "emulated atomic operations started")                     \
+    X(num_rdma_served, "GET and atomic requests of peers carried out (or refused)") \
+    X(num_rdma_refused, "GET and atomic requests refused: outside memory registered for them") \
+    X(num_rdma_stray, "GET/atomic replies matching no outstanding request, dropped") \
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left")
 
 typedef struct {

@@ -163,6 +163,74 @@ static int locked_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     return rc;
 }
 
+static int locked_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                      void *local_address, uint64_t remote_address,
+                      mca_btl_base_registration_handle_t *local_handle,
+                      mca_btl_base_registration_handle_t *remote_handle, size_t size,
+                      int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                      void *cbcontext, void *cbdata)
+{
+    int rc;
+
+    opal_mutex_lock(&usnic_component.lock);
+    rc = USNIC_OPS.btl_get(btl, endpoint, local_address, remote_address, local_handle,
+                           remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
+    opal_mutex_unlock(&usnic_component.lock);
+    return rc;
+}
+
+static int locked_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                            uint64_t remote_address,
+                            mca_btl_base_registration_handle_t *remote_handle,
+                            mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                            mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                            void *cbdata)
+{
+    int rc;
+
+    opal_mutex_lock(&usnic_component.lock);
+    rc = USNIC_OPS.btl_atomic_op(btl, endpoint, remote_address, remote_handle, op, operand,
+                                 flags, order, cbfunc, cbcontext, cbdata);
+    opal_mutex_unlock(&usnic_component.lock);
+    return rc;
+}
+
+static int locked_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                             void *local_address, uint64_t remote_address,
+                             mca_btl_base_registration_handle_t *local_handle,
+                             mca_btl_base_registration_handle_t *remote_handle,
+                             mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                             void *cbdata)
+{
+    int rc;
+
+    opal_mutex_lock(&usnic_component.lock);
+    rc = USNIC_OPS.btl_atomic_fop(btl, endpoint, local_address, remote_address, local_handle,
+                                  remote_handle, op, operand, flags, order, cbfunc, cbcontext,
+                                  cbdata);
+    opal_mutex_unlock(&usnic_component.lock);
+    return rc;
+}
+
+static int locked_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                               void *local_address, uint64_t remote_address,
+                               mca_btl_base_registration_handle_t *local_handle,
+                               mca_btl_base_registration_handle_t *remote_handle,
+                               uint64_t compare, uint64_t value, int flags, int order,
+                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                               void *cbdata)
+{
+    int rc;
+
+    opal_mutex_lock(&usnic_component.lock);
+    rc = USNIC_OPS.btl_atomic_cswap(btl, endpoint, local_address, remote_address, local_handle,
+                                    remote_handle, compare, value, flags, order, cbfunc,
+                                    cbcontext, cbdata);
+    opal_mutex_unlock(&usnic_component.lock);
+    return rc;
+}
+
 static mca_btl_base_registration_handle_t *
 locked_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *base,
                     size_t size, uint32_t flags)
@@ -209,6 +277,10 @@ static void install_locked_ops(mca_btl_base_module_t *b)
     b->btl_send = locked_send;
     b->btl_sendi = locked_sendi;
     b->btl_put = locked_put;
+    b->btl_get = locked_get;
+    b->btl_atomic_op = locked_atomic_op;
+    b->btl_atomic_fop = locked_atomic_fop;
+    b->btl_atomic_cswap = locked_atomic_cswap;
     b->btl_register_mem = locked_register_mem;
     b->btl_deregister_mem = locked_deregister_mem;
 }

@@ -210,7 +210,8 @@ const char *usnic_pkt_result_str(usnic_pkt_result_t r)
 {
     static const char *const names[USNIC_PKT_NUM_RESULTS] = {
         "ok", "short packet", "length mismatch", "unknown payload type", "chunk out of range",
-        "PUT outside registered memory",
+        "PUT outside registered memory", "bad GET/atomic message",
+        "GET/atomic outside registered memory",
     };
     return (r >= 0 && r < USNIC_PKT_NUM_RESULTS) ? names[r] : "?";
 }
@@ -229,4 +230,78 @@ usnic_chunk_class_t usnic_rx_classify_chunk(const usnic_rx_frag_t *slot,
         return USNIC_CHUNK_MISMATCH;
     }
     return USNIC_CHUNK_FITS;
+}
+
+usnic_pkt_result_t usnic_rdma_msg_check(const void *buf, size_t len, uint32_t max_get)
+{
+    usnic_rdma_msg_t m;
+
+    if (len < sizeof(m)) {
+        return USNIC_PKT_SHORT;
+    }
+    memcpy(&m, buf, sizeof(m));
+    switch (m.kind) {
+    case USNIC_RDMA_GET:
+        if (len != sizeof(m) || 0 == m.len || m.len > max_get || 0 == m.addr) {
+            return USNIC_PKT_BAD_RDMA;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_RDMA_AOP:
+    case USNIC_RDMA_FOP:
+        if (0 == m.aop || m.aop >= USNIC_AOP_LAST) {
+            return USNIC_PKT_BAD_RDMA;
+        }
+        /* fall through */
+    case USNIC_RDMA_CSWAP:
+        if (len != sizeof(m) || (4 != m.width && 8 != m.width) || 0 == m.addr ||
+            0 != (m.addr & (m.width - 1))) {
+            return USNIC_PKT_BAD_RDMA;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_RDMA_REPLY:
+        if ((size_t) m.len != len - sizeof(m) || m.status > USNIC_RDMA_REFUSED) {
+            return USNIC_PKT_BAD_RDMA;
+        }
+        return USNIC_PKT_OK;
+    default:
+        return USNIC_PKT_BAD_RDMA;
+    }
+}
+
+/* One width: the fetch-and-op builtins where the CPU has them, a
+ * compare-and-swap loop for the logical operations. */
+#define USNIC_ATOMIC_BODY(T)                                                            \
+    do {                                                                                \
+        T *p = mem, a = (T) m->operand, old, nv;                                        \
+        switch (m->kind == USNIC_RDMA_CSWAP ? 0 : m->aop) {                             \
+        case 0:                                                                         \
+            old = a;                                                                    \
+            __atomic_compare_exchange_n(p, &old, (T) m->operand2, false,                \
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);            \
+            return old;                                                                 \
+        case USNIC_AOP_ADD: return __atomic_fetch_add(p, a, __ATOMIC_SEQ_CST);         \
+        case USNIC_AOP_AND: return __atomic_fetch_and(p, a, __ATOMIC_SEQ_CST);         \
+        case USNIC_AOP_OR: return __atomic_fetch_or(p, a, __ATOMIC_SEQ_CST);           \
+        case USNIC_AOP_XOR: return __atomic_fetch_xor(p, a, __ATOMIC_SEQ_CST);         \
+        case USNIC_AOP_SWAP: return __atomic_exchange_n(p, a, __ATOMIC_SEQ_CST);       \
+        default:                                                                        \
+            old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                 \
+            do {                                                                        \
+                switch (m->aop) {                                                       \
+                case USNIC_AOP_LAND: nv = (old && a); break;                            \
+                case USNIC_AOP_LOR: nv = (old || a); break;                             \
+                default: nv = (!old != !a); break;                                      \
+                }                                                                       \
+            } while (!__atomic_compare_exchange_n(p, &old, nv, false, __ATOMIC_SEQ_CST, \
+                                                  __ATOMIC_SEQ_CST));                   \
+            return old;                                                                 \
+        }                                                                               \
+    } while (0)
+
+uint64_t usnic_rdma_atomic(void *mem, const usnic_rdma_msg_t *m)
+{
+    if (4 == m->width) {
+        USNIC_ATOMIC_BODY(uint32_t);
+    }
+    USNIC_ATOMIC_BODY(uint64_t);
 }

@@ -225,6 +225,8 @@ typedef enum {
     USNIC_PKT_BAD_TYPE,
     USNIC_PKT_BAD_CHUNK,      /* chunk offset/size outside its fragment or limits */
     USNIC_PKT_BAD_PUT,        /* PUT target not inside memory registered for it */
+    USNIC_PKT_BAD_RDMA,       /* malformed GET/atomic request or reply */
+    USNIC_PKT_BAD_RDMA_TARGET, /* GET/atomic not inside memory registered for it */
     USNIC_PKT_NUM_RESULTS
 } usnic_pkt_result_t;
 
@@ -233,6 +235,20 @@ typedef enum {
 usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size);
 
 const char *usnic_pkt_result_str(usnic_pkt_result_t r);
+
+/* ---- emulated GET and atomics ---- */
+
+/* Checks a message of tag USNIC_TAG_RDMA (len bytes, the whole fragment):
+ * known kind, exact length, GETs of 1..max_get bytes, atomics of 4 or 8
+ * bytes at an address aligned to that width, a known operation.  Whether
+ * the target memory may be accessed is the engine's question. */
+usnic_pkt_result_t usnic_rdma_msg_check(const void *buf, size_t len, uint32_t max_get);
+
+/* Carries out a checked atomic request on mem (aligned, m->width bytes)
+ * with the CPU's atomic instructions, so that it is atomic also against
+ * the processes of this host working on the same memory; returns the old
+ * value. */
+uint64_t usnic_rdma_atomic(void *mem, const usnic_rdma_msg_t *m);
 
 /* ---- reassembly ---- */
 

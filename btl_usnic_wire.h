@@ -56,6 +56,53 @@ typedef struct {
     uint32_t pad;
 } usnic_btl_chunk_header_t;
 
+/* Emulated GET and atomics travel as ordinary fragments (FRAG or CHUNK)
+ * on the reliable channel with this tag, which no PML message can carry
+ * (the PML's tags are below 255): the reliability engine then gives each
+ * request and each reply exactly once, and the receive path of other
+ * messages does not change.  The payload starts with usnic_rdma_msg_t; a
+ * GET reply's data follows it. */
+#define USNIC_TAG_RDMA 255
+
+enum {
+    USNIC_RDMA_GET = 1,     /* read len bytes at addr */
+    USNIC_RDMA_AOP = 2,     /* atomic aop with operand, no result wanted */
+    USNIC_RDMA_FOP = 3,     /* the same, returning the old value */
+    USNIC_RDMA_CSWAP = 4,   /* if *addr == operand then *addr = operand2; old value back */
+    USNIC_RDMA_REPLY = 5,   /* answer to any of them */
+};
+
+/* Atomic operations (integers; MIN/MAX and floats are not offered). */
+enum {
+    USNIC_AOP_ADD = 1,
+    USNIC_AOP_AND,
+    USNIC_AOP_OR,
+    USNIC_AOP_XOR,
+    USNIC_AOP_LAND,
+    USNIC_AOP_LOR,
+    USNIC_AOP_LXOR,
+    USNIC_AOP_SWAP,
+    USNIC_AOP_LAST
+};
+
+/* Reply status. */
+enum {
+    USNIC_RDMA_OK = 0,
+    USNIC_RDMA_REFUSED = 1, /* not inside memory registered for that access */
+};
+
+typedef struct {
+    uint8_t kind;           /* USNIC_RDMA_* */
+    uint8_t aop;            /* USNIC_AOP_*: AOP and FOP */
+    uint8_t width;          /* atomics: 4 or 8 bytes */
+    uint8_t status;         /* replies */
+    uint32_t len;           /* GET: bytes asked for; reply: bytes of data after this */
+    uint64_t id;            /* chosen by the initiator, repeated in the reply */
+    uint64_t addr;          /* target address (requests) */
+    uint64_t operand;       /* atomics; in a reply the old value */
+    uint64_t operand2;      /* compare-and-swap: the value written */
+} usnic_rdma_msg_t;
+
 /* One record per usable device, published in the modex. */
 #define USNIC_MODEX_VERSION 2
 typedef struct {
@@ -78,6 +125,7 @@ typedef struct {
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
 _Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
+_Static_assert(sizeof(usnic_rdma_msg_t) == 40, "GET/atomic message header must be 40 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
  * padded to its size; the ACK repeats that size.  A LIVE_PING (16 bytes,

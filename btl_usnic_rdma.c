@@ -1,0 +1,477 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Emulated GET and atomics.
+ *
+ * Initiator: every request gets an entry in the module's table of
+ * outstanding operations; its id (table index, and a serial number against
+ * stale ids) travels in the request and comes back in the reply, which
+ * completes the entry once and is then forgotten.  Target: the request is
+ * carried out where it is received, in progress, after the same kind of
+ * check as a PUT (inside memory registered for that access), and answered
+ * with the data or the old value, or with "refused".  Requests and replies
+ * are fragments of the reliable channel, so retransmits and duplicates
+ * never run a request twice nor complete one twice.
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/class/opal_free_list.h"
+#include "opal/class/opal_pointer_array.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_proc.h"
+#include "btl_usnic_rdma.h"
+#include "btl_usnic_recv.h"
+#include "btl_usnic_send.h"
+#include "btl_usnic_util.h"
+
+/* One outstanding request of this process. */
+typedef struct {
+    opal_free_list_item_t super;
+    uint64_t id;
+    opal_btl_usnic_endpoint_t *ep;
+    uint8_t kind;
+    uint8_t width;
+    void *local;
+    size_t len;
+    mca_btl_base_registration_handle_t *local_handle;
+    mca_btl_base_rdma_completion_fn_t cbfunc;
+    void *cbcontext;
+    void *cbdata;
+} opal_btl_usnic_rdma_op_t;
+static OBJ_CLASS_INSTANCE(opal_btl_usnic_rdma_op_t, opal_free_list_item_t, NULL, NULL);
+
+/* A peer's request whose reply found no send buffer yet. */
+typedef struct {
+    opal_list_item_t super;
+    opal_btl_usnic_endpoint_t *ep;
+    usnic_rdma_msg_t msg;
+} opal_btl_usnic_rdma_deferred_t;
+static OBJ_CLASS_INSTANCE(opal_btl_usnic_rdma_deferred_t, opal_list_item_t, NULL, NULL);
+
+void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
+{
+    OBJ_CONSTRUCT(&module->rdma_op_fl, opal_free_list_t);
+    opal_free_list_init(&module->rdma_op_fl, sizeof(opal_btl_usnic_rdma_op_t),
+                        opal_cache_line_size, OBJ_CLASS(opal_btl_usnic_rdma_op_t), 0,
+                        opal_cache_line_size, 0, -1, 64, NULL, 0, NULL, NULL, NULL);
+    OBJ_CONSTRUCT(&module->rdma_ops, opal_pointer_array_t);
+    opal_pointer_array_init(&module->rdma_ops, 64, INT32_MAX, 64);
+    OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
+    module->rdma_serial = 0;
+    module->rdma_refused_shown = false;
+}
+
+void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
+{
+    OPAL_LIST_DESTRUCT(&module->rdma_deferred);
+    OBJ_DESTRUCT(&module->rdma_ops);
+    OBJ_DESTRUCT(&module->rdma_op_fl);
+}
+
+/* A send frag for a message of size bytes with tag USNIC_TAG_RDMA; *buf is
+ * where the message goes (in the datagram, or the whole message for a
+ * chunked one). */
+static opal_btl_usnic_send_frag_t *msg_frag(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_endpoint_t *ep, size_t size,
+                                            uint8_t **buf)
+{
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, size);
+
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return NULL;
+    }
+    if (USNIC_FRAG_SMALL == frag->type) {
+        *buf = frag->seg.payload;
+    } else {
+        frag->pack_buf = malloc(size);
+        if (NULL == frag->pack_buf) {
+            opal_free_list_return(&module->large_send_frags, &frag->base.super);
+            return NULL;
+        }
+        frag->segs[0].seg_addr.pval = frag->pack_buf;
+        frag->segs[0].seg_len = size;
+        *buf = frag->pack_buf;
+    }
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->tag = USNIC_TAG_RDMA;
+    return frag;
+}
+
+static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                     opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_enqueue_frag(ep, frag);
+    opal_btl_usnic_progress_sends(module);
+}
+
+/* ------------------------------------------------------------------ */
+/* initiator                                                           */
+
+static int start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                 usnic_rdma_msg_t *m, void *local, size_t len,
+                 mca_btl_base_registration_handle_t *local_handle,
+                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+    opal_btl_usnic_rdma_op_t *op;
+    opal_btl_usnic_send_frag_t *frag;
+    uint8_t *buf;
+    int idx;
+
+    /* Requests to this process itself are not ours: btl_atomic_flags says
+     * GLOB, so the caller works on its own memory directly. */
+    if (OPAL_UNLIKELY(NULL == ep)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    if (OPAL_UNLIKELY(ep->failed || ep->exiting || module->dead)) {
+        return OPAL_ERR_UNREACH;
+    }
+    op = (opal_btl_usnic_rdma_op_t *) opal_free_list_get(&module->rdma_op_fl);
+    if (OPAL_UNLIKELY(NULL == op)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    frag = msg_frag(module, ep, sizeof(*m), &buf);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        opal_free_list_return(&module->rdma_op_fl, &op->super);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    idx = opal_pointer_array_add(&module->rdma_ops, op);
+    if (OPAL_UNLIKELY(idx < 0)) {
+        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_free_list_return(&module->rdma_op_fl, &op->super);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    op->id = ((uint64_t) ++module->rdma_serial << 32) | (uint32_t) idx;
+    op->ep = ep;
+    op->kind = m->kind;
+    op->width = m->width;
+    op->local = local;
+    op->len = len;
+    op->local_handle = local_handle;
+    op->cbfunc = cbfunc;
+    op->cbcontext = cbcontext;
+    op->cbdata = cbdata;
+    m->id = op->id;
+    memcpy(buf, m, sizeof(*m));
+    msg_send(module, ep, frag);
+    return OPAL_SUCCESS;
+}
+
+/* Forget op and tell its owner. */
+static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op, int status)
+{
+    opal_btl_usnic_rdma_op_t o = *op;
+
+    opal_pointer_array_set_item(&module->rdma_ops, (int) (uint32_t) op->id, NULL);
+    opal_free_list_return(&module->rdma_op_fl, &op->super);
+    if (NULL != o.cbfunc) {
+        o.cbfunc(&module->super, o.ep, o.local, o.local_handle, o.cbcontext, o.cbdata, status);
+    }
+}
+
+static void complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                     const usnic_rdma_msg_t *m, const uint8_t *data)
+{
+    opal_btl_usnic_rdma_op_t *op =
+        opal_pointer_array_get_item(&module->rdma_ops, (int) (uint32_t) m->id);
+    size_t want;
+
+    /* Exactly one reply per request: anything else (an id not outstanding,
+     * from another peer, of the wrong size) is dropped and counted. */
+    want = (NULL != op && USNIC_RDMA_GET == op->kind && USNIC_RDMA_OK == m->status) ? op->len : 0;
+    if (NULL == op || op->id != m->id || op->ep != ep || m->len != want) {
+        ++module->stats.num_rdma_stray;
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+        return;
+    }
+    if (OPAL_UNLIKELY(USNIC_RDMA_OK != m->status)) {
+        if (!module->rdma_refused_shown) {
+            module->rdma_refused_shown = true;
+            opal_show_help("help-mpi-btl-usnic.txt", "rdma refused", true,
+                           opal_process_info.nodename, module->dev_name, ep->proc->hostname,
+                           USNIC_RDMA_GET == op->kind ? "GET" : "atomic operation");
+        }
+        finish(module, op, OPAL_ERR_BAD_PARAM);
+        return;
+    }
+    if (USNIC_RDMA_GET == op->kind) {
+        memcpy(op->local, data, op->len);
+    } else if (USNIC_RDMA_AOP != op->kind && NULL != op->local) {
+        if (4 == op->width) {
+            uint32_t v = (uint32_t) m->operand;
+            memcpy(op->local, &v, sizeof(v));
+        } else {
+            memcpy(op->local, &m->operand, sizeof(m->operand));
+        }
+    }
+    finish(module, op, OPAL_SUCCESS);
+}
+
+void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    opal_btl_usnic_rdma_deferred_t *d, *next;
+    int n = opal_pointer_array_get_size(&module->rdma_ops);
+
+    for (int i = 0; i < n; ++i) {
+        opal_btl_usnic_rdma_op_t *op = opal_pointer_array_get_item(&module->rdma_ops, i);
+        if (NULL != op && op->ep == ep) {
+            finish(module, op, OPAL_ERR_UNREACH);
+        }
+    }
+    OPAL_LIST_FOREACH_SAFE (d, next, &module->rdma_deferred, opal_btl_usnic_rdma_deferred_t) {
+        if (d->ep == ep) {
+            opal_list_remove_item(&module->rdma_deferred, &d->super);
+            OBJ_RELEASE(d);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* target                                                              */
+
+/* Carry out a peer's request and queue the reply; false (nothing done)
+ * if no send buffer is free now. */
+static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                  const usnic_rdma_msg_t *m)
+{
+    bool get = USNIC_RDMA_GET == m->kind;
+    bool ok = opal_btl_usnic_mem_ok(m->addr, get ? m->len : m->width,
+                                    get ? MCA_BTL_REG_FLAG_REMOTE_READ
+                                        : MCA_BTL_REG_FLAG_REMOTE_ATOMIC);
+    size_t n = (ok && get) ? m->len : 0;
+    opal_btl_usnic_send_frag_t *frag;
+    usnic_rdma_msg_t r;
+    uint8_t *buf;
+
+    frag = msg_frag(module, ep, sizeof(r) + n, &buf);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return false;
+    }
+    memset(&r, 0, sizeof(r));
+    r.kind = USNIC_RDMA_REPLY;
+    r.id = m->id;
+    r.len = (uint32_t) n;
+    r.status = ok ? USNIC_RDMA_OK : USNIC_RDMA_REFUSED;
+    if (!ok) {
+        ++module->stats.num_rdma_refused;
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA_TARGET);
+    } else if (get) {
+        memcpy(buf + sizeof(r), (const void *) (uintptr_t) m->addr, n);
+    } else {
+        r.operand = usnic_rdma_atomic((void *) (uintptr_t) m->addr, m);
+    }
+    memcpy(buf, &r, sizeof(r));
+    ++module->stats.num_rdma_served;
+    msg_send(module, ep, frag);
+    return true;
+}
+
+void opal_btl_usnic_rdma_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                              const void *data, size_t len)
+{
+    usnic_pkt_result_t res = usnic_rdma_msg_check(data, len, USNIC_RDMA_MAX_GET);
+    opal_btl_usnic_rdma_deferred_t *d;
+    usnic_rdma_msg_t m;
+
+    if (OPAL_UNLIKELY(USNIC_PKT_OK != res)) {
+        opal_btl_usnic_count_bad(module, res);
+        return;
+    }
+    memcpy(&m, data, sizeof(m));
+    if (USNIC_RDMA_REPLY == m.kind) {
+        complete(module, ep, &m, (const uint8_t *) data + sizeof(m));
+        return;
+    }
+    /* The request is received (the sender will not repeat it): keep it
+     * until a reply can be sent. */
+    if (opal_list_is_empty(&module->rdma_deferred) && serve(module, ep, &m)) {
+        return;
+    }
+    d = OBJ_NEW(opal_btl_usnic_rdma_deferred_t);
+    if (NULL == d) {
+        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
+                       opal_process_info.nodename, module->dev_name, ep->proc->hostname,
+                       "a GET/atomic request waiting for its reply");
+        opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);
+        return;
+    }
+    d->ep = ep;
+    d->msg = m;
+    opal_list_append(&module->rdma_deferred, &d->super);
+}
+
+void opal_btl_usnic_rdma_retry(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_rdma_deferred_t *d;
+
+    /* In arrival order, so that replies to one peer keep their order. */
+    while (NULL != (d = (opal_btl_usnic_rdma_deferred_t *) opal_list_get_first(
+                        &module->rdma_deferred)) &&
+           &d->super != opal_list_get_end(&module->rdma_deferred)) {
+        if (!serve(module, d->ep, &d->msg)) {
+            return;
+        }
+        opal_list_remove_item(&module->rdma_deferred, &d->super);
+        OBJ_RELEASE(d);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* BTL entry points                                                    */
+
+static int atomic_op_of(mca_btl_base_atomic_op_t op)
+{
+    switch (op) {
+    case MCA_BTL_ATOMIC_ADD: return USNIC_AOP_ADD;
+    case MCA_BTL_ATOMIC_AND: return USNIC_AOP_AND;
+    case MCA_BTL_ATOMIC_OR: return USNIC_AOP_OR;
+    case MCA_BTL_ATOMIC_XOR: return USNIC_AOP_XOR;
+    case MCA_BTL_ATOMIC_LAND: return USNIC_AOP_LAND;
+    case MCA_BTL_ATOMIC_LOR: return USNIC_AOP_LOR;
+    case MCA_BTL_ATOMIC_LXOR: return USNIC_AOP_LXOR;
+    case MCA_BTL_ATOMIC_SWAP: return USNIC_AOP_SWAP;
+    default: return -1;
+    }
+}
+
+static int atomic_request(usnic_rdma_msg_t *m, uint8_t kind, uint64_t remote_address, int flags)
+{
+    if (flags & MCA_BTL_ATOMIC_FLAG_FLOAT) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    memset(m, 0, sizeof(*m));
+    m->kind = kind;
+    m->width = (flags & MCA_BTL_ATOMIC_FLAG_32BIT) ? 4 : 8;
+    m->addr = remote_address;
+    if (0 == remote_address || 0 != (remote_address & (m->width - 1))) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    return OPAL_SUCCESS;
+}
+
+int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
+                       void *local_address, uint64_t remote_address,
+                       mca_btl_base_registration_handle_t *local_handle,
+                       mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags,
+                       int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                       void *cbdata)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    usnic_rdma_msg_t m;
+    int rc;
+    (void) remote_handle;
+    (void) flags;
+    (void) order;
+
+    if (OPAL_UNLIKELY(0 == size || size > USNIC_RDMA_MAX_GET || 0 == remote_address)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    memset(&m, 0, sizeof(m));
+    m.kind = USNIC_RDMA_GET;
+    m.len = (uint32_t) size;
+    m.addr = remote_address;
+    rc = start(module, endpoint, &m, local_address, size, local_handle, cbfunc, cbcontext,
+               cbdata);
+    if (OPAL_SUCCESS == rc) {
+        ++module->stats.num_gets;
+    }
+    return rc;
+}
+
+int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
+                             uint64_t remote_address,
+                             mca_btl_base_registration_handle_t *remote_handle,
+                             mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                             void *cbdata)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    int aop = atomic_op_of(op), rc;
+    usnic_rdma_msg_t m;
+    (void) remote_handle;
+    (void) order;
+
+    if (aop < 0) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    rc = atomic_request(&m, USNIC_RDMA_AOP, remote_address, flags);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    m.aop = (uint8_t) aop;
+    m.operand = operand;
+    rc = start(module, endpoint, &m, NULL, 0, NULL, cbfunc, cbcontext, cbdata);
+    if (OPAL_SUCCESS == rc) {
+        ++module->stats.num_atomics;
+    }
+    return rc;
+}
+
+int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
+                              void *local_address, uint64_t remote_address,
+                              mca_btl_base_registration_handle_t *local_handle,
+                              mca_btl_base_registration_handle_t *remote_handle,
+                              mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    int aop = atomic_op_of(op), rc;
+    usnic_rdma_msg_t m;
+    (void) remote_handle;
+    (void) order;
+
+    if (aop < 0) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    rc = atomic_request(&m, USNIC_RDMA_FOP, remote_address, flags);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    m.aop = (uint8_t) aop;
+    m.operand = operand;
+    rc = start(module, endpoint, &m, local_address, m.width, local_handle, cbfunc, cbcontext,
+               cbdata);
+    if (OPAL_SUCCESS == rc) {
+        ++module->stats.num_atomics;
+    }
+    return rc;
+}
+
+int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
+                                void *local_address, uint64_t remote_address,
+                                mca_btl_base_registration_handle_t *local_handle,
+                                mca_btl_base_registration_handle_t *remote_handle,
+                                uint64_t compare, uint64_t value, int flags, int order,
+                                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                void *cbdata)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    usnic_rdma_msg_t m;
+    int rc;
+    (void) remote_handle;
+    (void) order;
+
+    rc = atomic_request(&m, USNIC_RDMA_CSWAP, remote_address, flags);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    m.operand = compare;
+    m.operand2 = value;
+    rc = start(module, endpoint, &m, local_address, m.width, local_handle, cbfunc, cbcontext,
+               cbdata);
+    if (OPAL_SUCCESS == rc) {
+        ++module->stats.num_atomics;
+    }
+    return rc;
+}

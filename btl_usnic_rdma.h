@@ -1,0 +1,77 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Emulated GET and atomics (btl_usnic_rdma.c): the initiator sends a
+ * request with tag USNIC_TAG_RDMA, the target's progress carries it out on
+ * its registered memory and sends the data or the old value back.
+ */
+
+#ifndef BTL_USNIC_RDMA_H
+#define BTL_USNIC_RDMA_H
+
+#include "btl_usnic.h"
+#include "btl_usnic_wire.h"
+
+BEGIN_C_DECLS
+
+struct opal_btl_usnic_module_t;
+struct mca_btl_base_endpoint_t;
+
+/* Largest GET: request plus data fit one chunked fragment. */
+#define USNIC_RDMA_MAX_GET (USNIC_MAX_FRAG_SIZE - (uint32_t) sizeof(usnic_rdma_msg_t))
+
+/* Atomic operations the module offers (btl_atomic_flags). */
+#define USNIC_RDMA_ATOMIC_FLAGS                                                             \
+    (MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_AND | MCA_BTL_ATOMIC_SUPPORTS_OR |  \
+     MCA_BTL_ATOMIC_SUPPORTS_XOR | MCA_BTL_ATOMIC_SUPPORTS_LAND |                              \
+     MCA_BTL_ATOMIC_SUPPORTS_LOR | MCA_BTL_ATOMIC_SUPPORTS_LXOR |                              \
+     MCA_BTL_ATOMIC_SUPPORTS_SWAP | MCA_BTL_ATOMIC_SUPPORTS_CSWAP |                            \
+     MCA_BTL_ATOMIC_SUPPORTS_32BIT | MCA_BTL_ATOMIC_SUPPORTS_GLOB)
+
+/* Per-module state: outstanding requests, deferred replies. */
+void opal_btl_usnic_rdma_init(struct opal_btl_usnic_module_t *module);
+void opal_btl_usnic_rdma_fini(struct opal_btl_usnic_module_t *module);
+
+/* A complete message with tag USNIC_TAG_RDMA from ep. */
+void opal_btl_usnic_rdma_recv(struct opal_btl_usnic_module_t *module,
+                              struct mca_btl_base_endpoint_t *ep, const void *data, size_t len);
+
+/* Replies that found no send buffer at first (progress calls it while the
+ * list is not empty). */
+void opal_btl_usnic_rdma_retry(struct opal_btl_usnic_module_t *module);
+
+/* The endpoint goes away: its outstanding requests fail (OPAL_ERR_UNREACH). */
+void opal_btl_usnic_rdma_flush_endpoint(struct mca_btl_base_endpoint_t *ep);
+
+/* BTL entry points. */
+int opal_btl_usnic_get(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *endpoint,
+                       void *local_address, uint64_t remote_address,
+                       mca_btl_base_registration_handle_t *local_handle,
+                       mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags,
+                       int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                       void *cbdata);
+int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *endpoint,
+                             uint64_t remote_address,
+                             mca_btl_base_registration_handle_t *remote_handle,
+                             mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                             mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                             void *cbdata);
+int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *endpoint,
+                              void *local_address, uint64_t remote_address,
+                              mca_btl_base_registration_handle_t *local_handle,
+                              mca_btl_base_registration_handle_t *remote_handle,
+                              mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                              void *cbdata);
+int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl,
+                                struct mca_btl_base_endpoint_t *endpoint, void *local_address,
+                                uint64_t remote_address,
+                                mca_btl_base_registration_handle_t *local_handle,
+                                mca_btl_base_registration_handle_t *remote_handle,
+                                uint64_t compare, uint64_t value, int flags, int order,
+                                mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                void *cbdata);
+
+END_C_DECLS
+#endif /* BTL_USNIC_RDMA_H */
