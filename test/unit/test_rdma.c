@@ -1,0 +1,692 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * Emulated GET and atomics between the two sides of the engine world:
+ * data and old values right, every operation completed exactly once and
+ * carried out exactly once at the target, also on a network that loses,
+ * duplicates and reorders; requests outside registered memory refused with
+ * an error completion; message validation (usnic_rdma_msg_check) and the
+ * atomic arithmetic (usnic_rdma_atomic).
+ */
+
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
+#include "btl_usnic_window.h"
+
+#include "engine_world.h"
+#include "usnic_test.h"
+
+#define check_ok(expr)                                                         \
+    do {                                                                       \
+        const char *e_ = (expr);                                               \
+        if (NULL != e_) {                                                      \
+            return usnic_test_fail(__FILE__, __LINE__, "%s: %s", #expr, e_);   \
+        }                                                                      \
+    } while (0)
+
+#define STATS(w, s) (&(w)->mods[s].stats)
+
+/* What became of one operation. */
+typedef struct {
+    int rc;
+    int callbacks;
+    int status;
+    void *local;
+    uint64_t result;        /* fetched value (fop, cswap) */
+} op_rec_t;
+
+static void op_cb(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep, void *local,
+                  mca_btl_base_registration_handle_t *lh, void *ctx, void *data, int status)
+{
+    op_rec_t *r = data;
+    (void) btl;
+    (void) ep;
+    (void) lh;
+    (void) ctx;
+
+    ++r->callbacks;
+    r->status = status;
+    r->local = local;
+}
+
+static int do_get(world_t *w, op_rec_t *r, void *local, void *remote, size_t len)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+
+    world_run_as(w, SIDE_A);
+    r->rc = btl->btl_get(btl, w->ep[SIDE_A], local, (uint64_t) (uintptr_t) remote, NULL, NULL,
+                         len, 0, MCA_BTL_NO_ORDER, op_cb, NULL, r);
+    return r->rc;
+}
+
+static int do_fop(world_t *w, op_rec_t *r, void *remote, mca_btl_base_atomic_op_t op,
+                  uint64_t operand, bool is32, bool fetch)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    int flags = is32 ? MCA_BTL_ATOMIC_FLAG_32BIT : 0;
+
+    world_run_as(w, SIDE_A);
+    r->result = 0xdeaddeaddeaddeadULL;
+    if (fetch) {
+        r->rc = btl->btl_atomic_fop(btl, w->ep[SIDE_A], &r->result, (uint64_t) (uintptr_t) remote,
+                                    NULL, NULL, op, operand, flags, MCA_BTL_NO_ORDER, op_cb,
+                                    NULL, r);
+    } else {
+        r->rc = btl->btl_atomic_op(btl, w->ep[SIDE_A], (uint64_t) (uintptr_t) remote, NULL, op,
+                                   operand, flags, MCA_BTL_NO_ORDER, op_cb, NULL, r);
+    }
+    return r->rc;
+}
+
+static int do_cswap(world_t *w, op_rec_t *r, void *remote, uint64_t cmp, uint64_t val,
+                    bool is32)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+
+    world_run_as(w, SIDE_A);
+    r->result = 0xdeaddeaddeaddeadULL;
+    r->rc = btl->btl_atomic_cswap(btl, w->ep[SIDE_A], &r->result, (uint64_t) (uintptr_t) remote,
+                                  NULL, NULL, cmp, val, is32 ? MCA_BTL_ATOMIC_FLAG_32BIT : 0,
+                                  MCA_BTL_NO_ORDER, op_cb, NULL, r);
+    return r->rc;
+}
+
+/* Nothing outstanding or waiting in either module. */
+static const char *rdma_idle(world_t *w)
+{
+    for (int s = 0; s < 2; ++s) {
+        int n = opal_pointer_array_get_size(&w->mods[s].rdma_ops);
+        for (int i = 0; i < n; ++i) {
+            if (NULL != opal_pointer_array_get_item(&w->mods[s].rdma_ops, i)) {
+                return "an operation is still outstanding";
+            }
+        }
+        if (!opal_list_is_empty(&w->mods[s].rdma_deferred)) {
+            return "a request still waits for its reply";
+        }
+    }
+    return NULL;
+}
+
+static net_action_t lossy_filter(world_t *w, fake_dgram_t *d, void *arg)
+{
+    unsigned r = world_rand(w) % 1000;
+    (void) d;
+    (void) arg;
+
+    if (r < 60) {
+        return NET_DROP;
+    }
+    if (r < 120) {
+        return NET_DUP;
+    }
+    if (r < 150) {
+        return NET_HOLD;
+    }
+    return NET_DELIVER;
+}
+
+/* ------------------------------------------------------------------ */
+
+#define GREGION (1024 * 1024)
+
+static const struct {
+    size_t off, len;
+} get_specs[] = {
+    {0, 1},
+    {8, 8},
+    {1000, 500},
+    {5000, 4064 - sizeof(usnic_rdma_msg_t)},    /* reply fills one datagram */
+    {20000, 4065 - sizeof(usnic_rdma_msg_t)},   /* reply of two chunks */
+    {40000, 150 * 1024},
+    {GREGION - USNIC_RDMA_MAX_GET, USNIC_RDMA_MAX_GET}, /* the largest */
+    {GREGION - 3, 3},
+};
+#define NGETS (sizeof(get_specs) / sizeof(get_specs[0]))
+
+static int run_gets(bool lossy)
+{
+    world_t *w = world_new(100, 7);
+    uint8_t *region = malloc(GREGION), *dst = malloc(GREGION + 64);
+    op_rec_t recs[NGETS];
+
+    check(NULL != w && NULL != region && NULL != dst);
+    memset(recs, 0, sizeof(recs));
+    world_fill(region, 77, GREGION);
+    check(NULL != world_register(w, SIDE_B, region, GREGION, MCA_BTL_REG_FLAG_REMOTE_READ));
+    if (lossy) {
+        w->filter = lossy_filter;
+        w->reorder = 16;
+    }
+    for (size_t i = 0; i < NGETS; ++i) {
+        memset(dst, 0x5a, GREGION + 64);
+        check_int_eq(do_get(w, &recs[i], dst + 32, region + get_specs[i].off, get_specs[i].len),
+                     OPAL_SUCCESS);
+        check_int_eq(world_run(w, 200000, lossy), WORLD_QUIET);
+        check_int_eq(recs[i].callbacks, 1);
+        check_int_eq(recs[i].status, OPAL_SUCCESS);
+        check(recs[i].local == dst + 32);
+        check(0 == memcmp(dst + 32, region + get_specs[i].off, get_specs[i].len));
+        /* not a byte more */
+        for (size_t k = 0; k < 32; ++k) {
+            check_int_eq(dst[k], 0x5a);
+            check_int_eq(dst[32 + get_specs[i].len + k], 0x5a);
+        }
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_gets, NGETS);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, NGETS);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_refused, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_rdma_stray, 0);
+    check_int_eq(w->nrx, 0);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    if (!lossy) {
+        check_ok(world_verify_counters(w));
+    }
+    world_fini(w);
+    free(region);
+    free(dst);
+    return 0;
+}
+
+USNIC_TEST(rdma_get)
+{
+    return run_gets(false);
+}
+
+USNIC_TEST(rdma_get_lossy)
+{
+    return run_gets(true);
+}
+
+/* Many GETs in flight at once, completed in any order. */
+USNIC_TEST(rdma_get_many_in_flight)
+{
+    enum { N = 300, LEN = 3000 };
+    world_t *w = world_new(65500, 3);
+    uint8_t *region = malloc(N * LEN), *dst = calloc(N, LEN);
+    op_rec_t *recs = calloc(N, sizeof(*recs));
+
+    check(NULL != w && NULL != region && NULL != dst && NULL != recs);
+    world_fill(region, 5, N * LEN);
+    check(NULL != world_register(w, SIDE_B, region, N * LEN, MCA_BTL_REG_FLAG_ACCESS_ANY));
+    w->filter = lossy_filter;
+    w->reorder = 8;
+    for (int i = 0; i < N; ++i) {
+        check_int_eq(do_get(w, &recs[i], dst + i * LEN, region + i * LEN, LEN), OPAL_SUCCESS);
+    }
+    check_int_eq(world_run(w, 400000, true), WORLD_QUIET);
+    for (int i = 0; i < N; ++i) {
+        check_int_eq(recs[i].callbacks, 1);
+        check_int_eq(recs[i].status, OPAL_SUCCESS);
+    }
+    check(0 == memcmp(dst, region, N * LEN));
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, N);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(dst);
+    free(recs);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The expected result of op on old (width bits). */
+static uint64_t model(mca_btl_base_atomic_op_t op, uint64_t old, uint64_t a, bool is32)
+{
+    uint64_t r;
+
+    switch (op) {
+    case MCA_BTL_ATOMIC_ADD: r = old + a; break;
+    case MCA_BTL_ATOMIC_AND: r = old & a; break;
+    case MCA_BTL_ATOMIC_OR: r = old | a; break;
+    case MCA_BTL_ATOMIC_XOR: r = old ^ a; break;
+    case MCA_BTL_ATOMIC_LAND: r = (is32 ? (uint32_t) old : old) && (is32 ? (uint32_t) a : a); break;
+    case MCA_BTL_ATOMIC_LOR: r = (is32 ? (uint32_t) old : old) || (is32 ? (uint32_t) a : a); break;
+    case MCA_BTL_ATOMIC_LXOR:
+        r = !(is32 ? (uint32_t) old : old) != !(is32 ? (uint32_t) a : a);
+        break;
+    default: r = a; break; /* SWAP */
+    }
+    return is32 ? (uint32_t) r : r;
+}
+
+static const mca_btl_base_atomic_op_t all_ops[] = {
+    MCA_BTL_ATOMIC_ADD,  MCA_BTL_ATOMIC_AND, MCA_BTL_ATOMIC_OR,   MCA_BTL_ATOMIC_XOR,
+    MCA_BTL_ATOMIC_LAND, MCA_BTL_ATOMIC_LOR, MCA_BTL_ATOMIC_LXOR, MCA_BTL_ATOMIC_SWAP,
+};
+
+/* Every operation, fetching and not, 32 and 64 bit, on a word between two
+ * guard words; then compare-and-swap that matches and one that does not. */
+static int run_atomics(bool lossy)
+{
+    world_t *w = world_new(1, 2);
+    uint64_t *mem = calloc(64, sizeof(uint64_t));
+    const uint64_t starts[] = {0, 1, 0xf0f0f0f0f0f0f0f0ULL, 0xffffffffULL, 0x123456789ULL};
+    const uint64_t operands[] = {0, 1, 0x0ff00ff00ff00ff0ULL, 0xffffffff00000001ULL};
+    uint64_t nops = 0;
+
+    check(NULL != w && NULL != mem);
+    check(NULL != world_register(w, SIDE_B, mem, 64 * sizeof(uint64_t),
+                                 MCA_BTL_REG_FLAG_REMOTE_ATOMIC));
+    if (lossy) {
+        w->filter = lossy_filter;
+        w->reorder = 4;
+    }
+    for (size_t o = 0; o < sizeof(all_ops) / sizeof(all_ops[0]); ++o) {
+        for (int width = 0; width < 2; ++width) {
+            for (int fetch = 0; fetch < 2; ++fetch) {
+                for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); ++s) {
+                    for (size_t a = 0; a < sizeof(operands) / sizeof(operands[0]); ++a) {
+                        bool is32 = 0 == width;
+                        op_rec_t r = {0};
+                        uint64_t want, got;
+
+                        mem[7] = mem[9] = 0x1111111111111111ULL;
+                        mem[8] = starts[s];
+                        want = model(all_ops[o], starts[s], operands[a], is32);
+                        if (is32) {
+                            /* the upper half of the word stays as it was */
+                            want |= starts[s] & 0xffffffff00000000ULL;
+                        }
+                        check_int_eq(do_fop(w, &r, &mem[8], all_ops[o], operands[a], is32,
+                                            fetch),
+                                     OPAL_SUCCESS);
+                        check_int_eq(world_run(w, 20000, lossy), WORLD_QUIET);
+                        ++nops;
+                        check_int_eq(r.callbacks, 1);
+                        check_int_eq(r.status, OPAL_SUCCESS);
+                        got = mem[8];
+                        if (got != want) {
+                            return usnic_test_fail(__FILE__, __LINE__,
+                                                   "op %d %s %s: 0x%llx op 0x%llx = 0x%llx, "
+                                                   "expected 0x%llx", (int) all_ops[o],
+                                                   is32 ? "32" : "64", fetch ? "fop" : "op",
+                                                   (unsigned long long) starts[s],
+                                                   (unsigned long long) operands[a],
+                                                   (unsigned long long) got,
+                                                   (unsigned long long) want);
+                        }
+                        if (fetch) {
+                            /* 32 bit: 4 bytes written, the rest untouched */
+                            check(r.result == (is32 ? (0xdeaddeadULL << 32) |
+                                                          (uint32_t) starts[s]
+                                                    : starts[s]));
+                        } else {
+                            check(r.result == 0xdeaddeaddeaddeadULL);
+                        }
+                        check(mem[7] == 0x1111111111111111ULL && mem[9] == mem[7]);
+                    }
+                }
+            }
+        }
+    }
+    for (int width = 0; width < 2; ++width) {
+        bool is32 = 0 == width;
+        op_rec_t r = {0};
+
+        mem[8] = 0x4444444455555555ULL;
+        /* matches */
+        check_int_eq(do_cswap(w, &r, &mem[8], is32 ? 0x55555555ULL : mem[8], 0x9999999988888888ULL,
+                              is32),
+                     OPAL_SUCCESS);
+        check_int_eq(world_run(w, 20000, lossy), WORLD_QUIET);
+        check_int_eq(r.callbacks, 1);
+        check_int_eq(r.status, OPAL_SUCCESS);
+        check(mem[8] == (is32 ? 0x4444444488888888ULL : 0x9999999988888888ULL));
+        check(is32 ? (uint32_t) r.result == 0x55555555U : r.result == 0x4444444455555555ULL);
+        /* does not match: nothing written, the current value back */
+        memset(&r, 0, sizeof(r));
+        mem[8] = 0x4444444455555555ULL;
+        check_int_eq(do_cswap(w, &r, &mem[8], 0x55555556ULL, 1, is32), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 20000, lossy), WORLD_QUIET);
+        check_int_eq(r.callbacks, 1);
+        check(mem[8] == 0x4444444455555555ULL);
+        check(is32 ? (uint32_t) r.result == 0x55555555U : r.result == 0x4444444455555555ULL);
+        nops += 2;
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_atomics, nops);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, nops);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    if (!lossy) {
+        check_ok(world_verify_counters(w));
+    }
+    world_fini(w);
+    free(mem);
+    return 0;
+}
+
+USNIC_TEST(rdma_atomics)
+{
+    return run_atomics(false);
+}
+
+USNIC_TEST(rdma_atomics_lossy)
+{
+    return run_atomics(true);
+}
+
+/* Fetch-and-add of 1, many at once, on a network that loses, duplicates
+ * and reorders: executed exactly once each (the counter ends at N and the
+ * values fetched are 0..N-1, each once). */
+USNIC_TEST(rdma_fetch_add_exactly_once)
+{
+    enum { N = 500 };
+    world_t *w = world_new(65000, 40000);
+    uint64_t *ctr = calloc(1, sizeof(uint64_t));
+    op_rec_t *recs = calloc(N, sizeof(*recs));
+    bool *seen = calloc(N, sizeof(bool));
+
+    check(NULL != w && NULL != ctr && NULL != recs && NULL != seen);
+    check(NULL != world_register(w, SIDE_B, ctr, sizeof(*ctr), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    w->filter = lossy_filter;
+    w->reorder = 16;
+    for (int i = 0; i < N; ++i) {
+        check_int_eq(do_fop(w, &recs[i], ctr, MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+        if (0 == i % 50) {
+            world_step(w);
+        }
+    }
+    check_int_eq(world_run(w, 400000, true), WORLD_QUIET);
+    check(*ctr == N);
+    for (int i = 0; i < N; ++i) {
+        check_int_eq(recs[i].callbacks, 1);
+        check_int_eq(recs[i].status, OPAL_SUCCESS);
+        check(recs[i].result < N && !seen[recs[i].result]);
+        seen[recs[i].result] = true;
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, N);
+    check(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_A)->num_dup_recvs > 0);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(ctr);
+    free(recs);
+    free(seen);
+    return 0;
+}
+
+/* The first reply is lost on the way: the target's retransmit brings it,
+ * the request ran once, and the initiator completes once. */
+static int replies_lost;
+
+static net_action_t lose_first_reply(world_t *w, fake_dgram_t *d, void *arg)
+{
+    const usnic_btl_header_t *h = dgram_hdr(d);
+    const usnic_rdma_msg_t *m = (const usnic_rdma_msg_t *) (h + 1);
+    (void) arg;
+
+    if (d->src == w->mods[SIDE_B].dev && USNIC_PAYLOAD_TYPE_FRAG == h->payload_type &&
+        USNIC_TAG_RDMA == h->tag && USNIC_RDMA_REPLY == m->kind && 0 == replies_lost) {
+        ++replies_lost;
+        return NET_DROP;
+    }
+    return NET_DELIVER;
+}
+
+USNIC_TEST(rdma_reply_lost)
+{
+    world_t *w = world_new(9, 10);
+    uint64_t *ctr = calloc(2, sizeof(uint64_t));
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != ctr);
+    ctr[0] = 41;
+    check(NULL != world_register(w, SIDE_B, ctr, 2 * sizeof(uint64_t),
+                                 MCA_BTL_REG_FLAG_ACCESS_ANY));
+    replies_lost = 0;
+    w->filter = lose_first_reply;
+    check_int_eq(do_fop(w, &r, ctr, MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(replies_lost, 1);
+    check(STATS(w, SIDE_B)->num_resends >= 1);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_SUCCESS);
+    check(r.result == 41 && ctr[0] == 42);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, 1);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(ctr);
+    return 0;
+}
+
+/* A GET or atomic anywhere but inside memory registered for that access:
+ * refused (counted at the target, memory untouched), and the initiator gets
+ * one error completion, no hang. */
+static int refused(int how, bool get)
+{
+    world_t *w = world_new(20, 30);
+    uint8_t *region = malloc(3 * 8192), *dst = malloc(8192);
+    uint8_t *target = region + 8192;
+    mca_btl_base_registration_handle_t *h;
+    size_t len = get ? 1000 : 8;
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != region && NULL != dst);
+    usnic_component.max_short_packets = 0;
+    memset(region, 0x77, 3 * 8192);
+    memset(dst, 0x22, 8192);
+    switch (how) {
+    case 0: /* not registered */
+        break;
+    case 1: /* registered, not for this access (remote writes only) */
+        world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+        break;
+    case 2: /* runs past the end */
+        world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_ACCESS_ANY);
+        target += 8192 - (get ? len / 2 : 0);
+        break;
+    case 3: /* registered and deregistered again */
+        h = world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_ACCESS_ANY);
+        world_deregister(w, SIDE_B, h);
+        break;
+    case 4: /* starts before the region */
+        world_register(w, SIDE_B, target, 8192, MCA_BTL_REG_FLAG_ACCESS_ANY);
+        target -= 8;
+        break;
+    }
+    if (get) {
+        check_int_eq(do_get(w, &r, dst, target, len), OPAL_SUCCESS);
+    } else {
+        check_int_eq(do_fop(w, &r, target, MCA_BTL_ATOMIC_ADD, 5, false, true), OPAL_SUCCESS);
+    }
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(r.callbacks, 1);
+    check(OPAL_SUCCESS != r.status);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_refused, 1);
+    for (size_t i = 0; i < 3 * 8192; ++i) {
+        check_int_eq(region[i], 0x77);
+    }
+    for (size_t i = 0; i < 8192; ++i) {
+        check_int_eq(dst[i], 0x22);
+    }
+    check(r.result == (get ? 0 : 0xdeaddeaddeaddeadULL));
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(dst);
+    return 0;
+}
+
+USNIC_TEST(rdma_refused_outside_registration)
+{
+    for (int how = 0; how < 5; ++how) {
+        if (0 != refused(how, true) || 0 != refused(how, false)) {
+            return usnic_test_fail(__FILE__, __LINE__, "case %d", how);
+        }
+    }
+    return 0;
+}
+
+/* Requests the BTL cannot send are refused at once. */
+USNIC_TEST(rdma_bad_calls)
+{
+    world_t *w = world_new(20, 30);
+    mca_btl_base_module_t *btl;
+    uint64_t v[2];
+    op_rec_t r = {0};
+
+    check(NULL != w);
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_get(btl, w->ep[SIDE_A], v, 0, NULL, NULL, 8, 0, 0, op_cb, NULL, &r),
+                 OPAL_ERR_BAD_PARAM);
+    check_int_eq(btl->btl_get(btl, w->ep[SIDE_A], v, (uint64_t) (uintptr_t) v, NULL, NULL,
+                              (size_t) USNIC_RDMA_MAX_GET + 1, 0, 0, op_cb, NULL, &r),
+                 OPAL_ERR_BAD_PARAM);
+    check_int_eq(btl->btl_get(btl, NULL, v, (uint64_t) (uintptr_t) v, NULL, NULL, 8, 0, 0,
+                              op_cb, NULL, &r),
+                 OPAL_ERR_BAD_PARAM);
+    /* misaligned */
+    check_int_eq(btl->btl_atomic_fop(btl, w->ep[SIDE_A], v, (uint64_t) (uintptr_t) v + 4, NULL,
+                                     NULL, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL, &r),
+                 OPAL_ERR_BAD_PARAM);
+    check_int_eq(btl->btl_atomic_op(btl, w->ep[SIDE_A], (uint64_t) (uintptr_t) v, NULL,
+                                    MCA_BTL_ATOMIC_MIN, 1, 0, 0, op_cb, NULL, &r),
+                 OPAL_ERR_NOT_SUPPORTED);
+    check_int_eq(btl->btl_atomic_op(btl, w->ep[SIDE_A], (uint64_t) (uintptr_t) v, NULL,
+                                    MCA_BTL_ATOMIC_ADD, 1, MCA_BTL_ATOMIC_FLAG_FLOAT, 0, op_cb,
+                                    NULL, &r),
+                 OPAL_ERR_NOT_SUPPORTED);
+    check_int_eq(r.callbacks, 0);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
+
+/* Outstanding operations fail, once, when the peer is deleted. */
+USNIC_TEST(rdma_fail_on_del_procs)
+{
+    world_t *w = world_new(20, 30);
+    uint64_t *mem = calloc(1, sizeof(uint64_t));
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != mem);
+    check(NULL != world_register(w, SIDE_B, mem, sizeof(*mem), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    w->paused = true;
+    check_int_eq(do_fop(w, &r, mem, MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+    world_step(w);
+    check_int_eq(r.callbacks, 0);
+    check_int_eq(world_del_procs(w, SIDE_A), OPAL_SUCCESS);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_ERR_UNREACH);
+    check_ok(rdma_idle(w));
+    world_fini(w);
+    free(mem);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the pure layer                                                      */
+
+USNIC_TEST(rdma_msg_check)
+{
+    uint8_t buf[sizeof(usnic_rdma_msg_t) + 16];
+    usnic_rdma_msg_t *m = (usnic_rdma_msg_t *) buf;
+    const size_t L = sizeof(usnic_rdma_msg_t);
+
+    memset(buf, 0, sizeof(buf));
+    check_int_eq(usnic_rdma_msg_check(buf, L - 1, 100), USNIC_PKT_SHORT);
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA); /* kind 0 */
+    m->kind = 6;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+
+    m->kind = USNIC_RDMA_GET;
+    m->addr = 0x1000;
+    m->len = 100;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_OK);
+    check_int_eq(usnic_rdma_msg_check(buf, L + 1, 100), USNIC_PKT_BAD_RDMA);
+    m->len = 101;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+    m->len = 0;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+    m->len = 1;
+    m->addr = 0;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+
+    for (uint8_t kind = USNIC_RDMA_AOP; kind <= USNIC_RDMA_CSWAP; ++kind) {
+        memset(buf, 0, sizeof(buf));
+        m->kind = kind;
+        m->aop = USNIC_AOP_ADD;
+        m->width = 8;
+        m->addr = 0x1008;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_OK);
+        check_int_eq(usnic_rdma_msg_check(buf, L + 8, 100), USNIC_PKT_BAD_RDMA);
+        m->addr = 0x1004;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+        m->width = 4;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_OK);
+        m->addr = 0x1002;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+        m->addr = 0x1000;
+        m->width = 2;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+        m->width = 8;
+        m->aop = USNIC_AOP_LAST;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100),
+                     USNIC_RDMA_CSWAP == kind ? USNIC_PKT_OK : USNIC_PKT_BAD_RDMA);
+        m->aop = 0;
+        check_int_eq(usnic_rdma_msg_check(buf, L, 100),
+                     USNIC_RDMA_CSWAP == kind ? USNIC_PKT_OK : USNIC_PKT_BAD_RDMA);
+    }
+
+    memset(buf, 0, sizeof(buf));
+    m->kind = USNIC_RDMA_REPLY;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_OK);
+    m->len = 16;
+    check_int_eq(usnic_rdma_msg_check(buf, L + 16, 100), USNIC_PKT_OK);
+    check_int_eq(usnic_rdma_msg_check(buf, L + 15, 100), USNIC_PKT_BAD_RDMA);
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+    m->len = 0;
+    m->status = 2;
+    check_int_eq(usnic_rdma_msg_check(buf, L, 100), USNIC_PKT_BAD_RDMA);
+    return 0;
+}
+
+USNIC_TEST(rdma_atomic_arith)
+{
+    usnic_rdma_msg_t m;
+    uint64_t v;
+    uint32_t v32[2];
+
+    memset(&m, 0, sizeof(m));
+    m.kind = USNIC_RDMA_FOP;
+    m.width = 8;
+    m.aop = USNIC_AOP_ADD;
+    m.operand = (uint64_t) -3;
+    v = 2;
+    check(usnic_rdma_atomic(&v, &m) == 2 && v == (uint64_t) -1);
+    m.aop = USNIC_AOP_LXOR;
+    m.operand = 5;
+    check(usnic_rdma_atomic(&v, &m) == (uint64_t) -1 && v == 0);
+    m.operand = 0;
+    v = 7;
+    check(usnic_rdma_atomic(&v, &m) == 7 && v == 1);
+    m.aop = USNIC_AOP_LAND;
+    m.operand = 0x100000000ULL; /* true only as 64 bit */
+    v = 3;
+    check(usnic_rdma_atomic(&v, &m) == 3 && v == 1);
+    m.width = 4;
+    v32[0] = 3;
+    v32[1] = 0xabcd;
+    check(usnic_rdma_atomic(&v32[0], &m) == 3 && v32[0] == 0 && v32[1] == 0xabcd);
+    m.kind = USNIC_RDMA_CSWAP;
+    m.operand = 0;
+    m.operand2 = 0x1234567890ULL;
+    check(usnic_rdma_atomic(&v32[0], &m) == 0 && v32[0] == 0x34567890U && v32[1] == 0xabcd);
+    return 0;
+}
