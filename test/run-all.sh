@@ -31,7 +31,7 @@ trap 'rm -f "$OUT"' EXIT
 npass=0 nfail=0 table=()
 
 # the representative subset that runs on Open MPI 5.0 too
-VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-faults-mix t-stats t-debpkg)
+VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-onesided t-faults-mix t-stats t-debpkg)
 
 # step NAME CMD...: run CMD with its output streamed, time it and count its tests (NAME5, the
 # Open MPI 5.0 run of step NAME, prints NAME's counts)
