@@ -229,7 +229,10 @@ static void poison_region(bool writable)
 
 static bool register_rw(world_t *w)
 {
-    rw_handle = world_register(w, SIDE_B, region, FUZZ_PUT_RW_LEN, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+    /* remote writes (PUT), reads (GET) and atomics */
+    rw_handle = world_register(w, SIDE_B, region, FUZZ_PUT_RW_LEN,
+                               MCA_BTL_REG_FLAG_REMOTE_WRITE | MCA_BTL_REG_FLAG_REMOTE_READ |
+                                   MCA_BTL_REG_FLAG_REMOTE_ATOMIC);
     poison_region(NULL != rw_handle);
     return NULL != rw_handle;
 }
@@ -507,6 +510,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             usnic_btl_header_t *h = (usnic_btl_header_t *) dgram;
             if (0 != h->put_addr) {
                 h->put_addr += (uint64_t)(uintptr_t) region - FUZZ_PUT_BASE;
+            }
+            /* the target address of a GET/atomic request in a small fragment */
+            if (USNIC_PAYLOAD_TYPE_FRAG == h->payload_type && USNIC_TAG_RDMA == h->tag &&
+                len >= sizeof(*h) + sizeof(usnic_rdma_msg_t)) {
+                usnic_rdma_msg_t m;
+                memcpy(&m, h + 1, sizeof(m));
+                if (0 != m.addr && USNIC_RDMA_REPLY != m.kind) {
+                    m.addr += (uint64_t)(uintptr_t) region - FUZZ_PUT_BASE;
+                    memcpy(h + 1, &m, sizeof(m));
+                }
             }
             h->pkt_seq = (uint16_t)(h->pkt_seq + rx_off);
             h->ack_seq = (uint16_t)(h->ack_seq + tx_off);

@@ -31,6 +31,9 @@
  *
  *   put_addr (if not 0)  is FUZZ_PUT_BASE + an offset into the harness's
  *                        PUT region, wherever that region happens to be;
+ *                        so is the addr (if not 0) of a GET/atomic request
+ *                        (a FRAG with tag USNIC_TAG_RDMA whose payload
+ *                        starts with a usnic_rdma_msg_t that is no reply);
  *   pkt_seq              is as if B's receive window still started at
  *                        FUZZ_ISN_A (it is moved by how far the window's
  *                        left edge has moved in the world so far);
@@ -38,7 +41,7 @@
  *                        FUZZ_ISN_B at the start of the input.
  *
  * In a fresh world both sequence offsets are 0.  The PUT region is
- * [0, FUZZ_PUT_RW_LEN) registered for remote writes, [FUZZ_PUT_RO_OFF,
+ * [0, FUZZ_PUT_RW_LEN) registered for remote writes, reads and atomics, [FUZZ_PUT_RO_OFF,
  * FUZZ_REGION_SIZE) registered for local writes only, with an
  * unregistered gap in between.
  */
