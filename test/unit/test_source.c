@@ -16,6 +16,7 @@
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_rdma.h"
 
 #include "engine_world.h"
 #include "usnic_test.h"
@@ -291,6 +292,131 @@ USNIC_TEST(source_peer_fragment_for_unknown_tag)
     }
     check_int_eq(w->nrx, 0);
     check_int_eq(STATS(w, SIDE_B)->num_forged_recvs, 0);
+    world_fini(w);
+    return 0;
+}
+
+/* Forged GET/atomic requests (in the peer's name, from another queue pair
+ * or GID) are dropped and counted before they run: no memory read or
+ * changed, no reply; a forged reply does not complete the initiator's
+ * outstanding request, which the real reply then completes once. */
+static int forged_rdma_cb_calls, forged_rdma_status;
+static void forged_rdma_cb(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                           void *local, mca_btl_base_registration_handle_t *lh, void *ctx,
+                           void *data, int status)
+{
+    (void) btl;
+    (void) ep;
+    (void) local;
+    (void) lh;
+    (void) ctx;
+    (void) data;
+    ++forged_rdma_cb_calls;
+    forged_rdma_status = status;
+}
+
+USNIC_TEST(source_forged_rdma)
+{
+    world_t *w = world_new(700, 800);
+    static uint64_t mem[64];
+    uint64_t forged = 0, got = 0;
+    fake_src_t bad[MAX_FORGED];
+    opal_btl_usnic_endpoint_t *ep;
+    mca_btl_base_module_t *btl;
+    union {
+        usnic_btl_header_t hdr;
+        uint8_t bytes[256];
+    } p;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_B];
+    for (int i = 0; i < 64; ++i) {
+        mem[i] = 1000 + i;
+    }
+    check(NULL != world_register(w, SIDE_B, mem, sizeof(mem), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        int n = forged_sources(w, SIDE_A, c, bad);
+        for (int k = 0; k < n; ++k) {
+            for (uint8_t kind = USNIC_RDMA_GET; kind <= USNIC_RDMA_CSWAP; ++kind) {
+                usnic_rdma_msg_t m;
+
+                memset(&m, 0, sizeof(m));
+                m.kind = kind;
+                m.aop = USNIC_AOP_SWAP;
+                m.width = 8;
+                m.len = USNIC_RDMA_GET == kind ? 64 : 0;
+                m.addr = (uint64_t) (uintptr_t) &mem[8];
+                m.id = 1;
+                m.operand = 1000 + 8;
+                m.operand2 = 0xbad;
+                world_header(w, SIDE_A, &p.hdr, USNIC_PAYLOAD_TYPE_FRAG);
+                p.hdr.pkt_seq = ep->rx.next_contig;
+                p.hdr.payload_len = sizeof(m);
+                p.hdr.tag = USNIC_TAG_RDMA;
+                memcpy(&p.hdr + 1, &m, sizeof(m));
+                check_int_eq(inject_from(w, SIDE_B, c, &bad[k], &p, sizeof(p.hdr) + sizeof(m)),
+                             FAKE_RX_OK);
+                ++forged;
+            }
+        }
+    }
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_forged_recvs, forged);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_sends, 0);
+    for (int i = 0; i < 64; ++i) {
+        check(mem[i] == (uint64_t) (1000 + i));
+    }
+
+    /* A's real fetch-and-add; while it is outstanding, forged replies for it */
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    w->paused = true;
+    forged_rdma_cb_calls = 0;
+    check_int_eq(btl->btl_atomic_fop(btl, w->ep[SIDE_A], &got, (uint64_t) (uintptr_t) &mem[3],
+                                     NULL, NULL, MCA_BTL_ATOMIC_ADD, 5, 0, 0, forged_rdma_cb,
+                                     NULL, NULL),
+                 OPAL_SUCCESS);
+    {
+        opal_btl_usnic_module_t *ma = &w->mods[SIDE_A];
+        int n = opal_pointer_array_get_size(&ma->rdma_ops);
+        uint64_t id = 0;
+        for (int i = 0; i < n; ++i) {
+            uint64_t *op = opal_pointer_array_get_item(&ma->rdma_ops, i);
+            if (NULL != op) {
+                /* the op's id follows its free-list item header */
+                id = *(uint64_t *) ((uint8_t *) op + sizeof(opal_free_list_item_t));
+            }
+        }
+        check(0 != id);
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            int nb = forged_sources(w, SIDE_B, c, bad);
+            for (int k = 0; k < nb; ++k) {
+                usnic_rdma_msg_t m;
+                memset(&m, 0, sizeof(m));
+                m.kind = USNIC_RDMA_REPLY;
+                m.id = id;
+                m.operand = 0xbad;
+                world_header(w, SIDE_B, &p.hdr, USNIC_PAYLOAD_TYPE_FRAG);
+                p.hdr.pkt_seq = w->ep[SIDE_A]->rx.next_contig;
+                p.hdr.payload_len = sizeof(m);
+                p.hdr.tag = USNIC_TAG_RDMA;
+                memcpy(&p.hdr + 1, &m, sizeof(m));
+                check_int_eq(inject_from(w, SIDE_A, c, &bad[k], &p, sizeof(p.hdr) + sizeof(m)),
+                             FAKE_RX_OK);
+            }
+        }
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(forged_rdma_cb_calls, 0);
+    w->paused = false;
+    check_int_eq(world_run(w, 10000, true), WORLD_QUIET);
+    check_int_eq(forged_rdma_cb_calls, 1);
+    check_int_eq(forged_rdma_status, OPAL_SUCCESS);
+    check(got == 1003 && mem[3] == 1008);
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_rdma_stray, 0);
+    check_ok(world_check_idle(w));
     world_fini(w);
     return 0;
 }
