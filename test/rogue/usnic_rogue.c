@@ -37,8 +37,9 @@
  *   forge      well-formed datagrams with the peer's (-s) real sender id and sequence
  *              numbers a real one could carry, from our own queue pair and GID: ACKs for
  *              what the target sent last, fragments and first chunks next in the peer's
- *              stream (with piggy-backed ACKs), emulated PUTs into the canary (-c), and
- *              fragments for active-message tags 254 and 255               -> forged
+ *              stream (with piggy-backed ACKs), emulated PUTs into the canary (-c),
+ *              emulated GETs of it and fetch-and-adds on it (tag 255), and fragments
+ *              for active-message tag 254                                  -> forged
  * Extra mode, not in "all":
  *   oversize   datagrams larger than the priority channel's receive buffers: the
  *              device drops them, or completes the receive with an error  -> (recv_err)
@@ -831,9 +832,25 @@ static void mode_forge(void)
             len = build_frag(buf, opt.peer_id, seq, 8 + rnd_below(600));
             h->put_addr = canary;
             break;
-        default: /* tags 254 and 255, which nothing registers */
-            len = build_frag(buf, opt.peer_id, seq, 16);
-            h->tag = (uint8_t)(254 + ((i / 6) & 1));
+        default:
+            if (0 == (i / 6) % 3) { /* tag 254, which nothing registers */
+                len = build_frag(buf, opt.peer_id, seq, 16);
+                h->tag = 254;
+            } else {                /* an emulated GET of the canary, a fetch-and-add on it */
+                usnic_rdma_msg_t m;
+
+                memset(&m, 0, sizeof(m));
+                m.kind = 1 == (i / 6) % 3 ? USNIC_RDMA_GET : USNIC_RDMA_FOP;
+                m.aop = USNIC_AOP_ADD;
+                m.width = 8;
+                m.len = USNIC_RDMA_GET == m.kind ? 64 : 0;
+                m.addr = canary & ~(uint64_t) 7;
+                m.operand = 1;
+                m.id = (uint64_t) i;
+                len = build_frag(buf, opt.peer_id, seq, sizeof(m));
+                memcpy(h + 1, &m, sizeof(m));
+                h->tag = USNIC_TAG_RDMA;
+            }
             break;
         }
         send_dg(chan, buf, len, E_FORGED);

@@ -21,7 +21,8 @@
 #                   forged in rank 1's name from the tool's own queue pair on rank 1's host
 #                   (so with rank 1's GID): ACKs for what rank 0 sent last, fragments and
 #                   first chunks next in rank 1's stream, PUTs into a canary rank 0 checks,
-#                   fragments for tags 254 and 255 (-> forged); then datagrams larger than
+#                   GETs of it and fetch-and-adds on it (tag 255), fragments for tag 254
+#                   (-> forged); then datagrams larger than
 #                   the priority channel's buffers. The counters grow by what the tool sent,
 #                   the "received too many bad packets" warning appears
 #   4) samehost     from hostA, the target's own host (neither rank 1's queue pair nor its
