@@ -573,16 +573,20 @@ static int usnic_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoi
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_btl_usnic_send_frag_t *frag;
-    (void) local_handle;
     (void) remote_handle;
     (void) flags;
     (void) order;
 
-    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
-        return OPAL_ERR_UNREACH;
-    }
     if (OPAL_UNLIKELY(0 == remote_address || size > UINT32_MAX)) {
         return OPAL_ERR_BAD_PARAM;
+    }
+    if (OPAL_UNLIKELY(NULL == endpoint)) {
+        /* osc/rdma 4.1 addresses this process itself so (btl_usnic_rdma.c) */
+        return opal_btl_usnic_rdma_local_put(module, local_address, remote_address, size,
+                                             local_handle, cbfunc, cbcontext, cbdata);
+    }
+    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
+        return OPAL_ERR_UNREACH;
     }
     frag = opal_btl_usnic_frag_alloc(module, endpoint, size);
     if (OPAL_UNLIKELY(NULL == frag)) {

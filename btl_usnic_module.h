@@ -118,6 +118,7 @@ typedef struct opal_btl_usnic_module_t {
     opal_pointer_array_t rdma_ops;  /* outstanding requests, by id */
     uint32_t rdma_serial;
     opal_list_t rdma_deferred;      /* peers' requests waiting for a send buffer */
+    opal_list_t rdma_local_done;    /* operations on our own memory, to complete */
     bool rdma_refused_shown;
 
     uint16_t isn;

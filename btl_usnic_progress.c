@@ -137,6 +137,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (OPAL_UNLIKELY(!opal_list_is_empty(&module->rdma_deferred))) {
         opal_btl_usnic_rdma_retry(module);
     }
+    if (OPAL_UNLIKELY(!opal_list_is_empty(&module->rdma_local_done))) {
+        opal_btl_usnic_rdma_local_done(module);
+    }
     /* A delayed ACK costs no pass until it is due. */
     if (!opal_list_is_empty(&module->pending_resend_segs) ||
         !opal_list_is_empty(&module->endpoints_with_sends) ||

@@ -47,7 +47,11 @@ typedef struct {
     mca_btl_base_rdma_completion_fn_t cbfunc;
     void *cbcontext;
     void *cbdata;
+    int status;                 /* of an operation on this process's own memory */
 } opal_btl_usnic_rdma_op_t;
+
+/* The id of operations that never enter the table (NULL endpoint). */
+#define LOCAL_OP_ID UINT64_MAX
 static OBJ_CLASS_INSTANCE(opal_btl_usnic_rdma_op_t, opal_free_list_item_t, NULL, NULL);
 
 /* A peer's request whose reply found no send buffer yet. */
@@ -67,6 +71,7 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->rdma_ops, opal_pointer_array_t);
     opal_pointer_array_init(&module->rdma_ops, 64, INT32_MAX, 64);
     OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
+    OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
 }
@@ -74,6 +79,10 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
 {
     OPAL_LIST_DESTRUCT(&module->rdma_deferred);
+    /* (items of the op free list: they go with it) */
+    while (NULL != opal_list_remove_first(&module->rdma_local_done)) {
+    }
+    OBJ_DESTRUCT(&module->rdma_local_done);
     OBJ_DESTRUCT(&module->rdma_ops);
     OBJ_DESTRUCT(&module->rdma_op_fl);
 }
@@ -117,6 +126,84 @@ static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
 /* ------------------------------------------------------------------ */
 /* initiator                                                           */
 
+static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op, int status);
+
+/* osc/rdma of Open MPI 4.1 addresses this process itself with a NULL
+ * endpoint (it counts on GLOB for that and finds no endpoint of ours):
+ * carry the operation out here, under the same registration check, and
+ * complete it from progress, as any other. */
+static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, void *local,
+                    size_t len, mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+    opal_btl_usnic_rdma_op_t *op = (opal_btl_usnic_rdma_op_t *) opal_free_list_get(
+        &module->rdma_op_fl);
+    uint32_t access = USNIC_RDMA_GET == m->kind   ? MCA_BTL_REG_FLAG_REMOTE_READ
+                      : 0 == m->kind              ? MCA_BTL_REG_FLAG_REMOTE_WRITE
+                                                  : MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
+    uint64_t n = (USNIC_RDMA_GET == m->kind || 0 == m->kind) ? len : m->width;
+    void *target = (void *) (uintptr_t) m->addr;
+
+    if (OPAL_UNLIKELY(NULL == op)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    op->id = LOCAL_OP_ID;
+    op->ep = NULL;
+    op->kind = m->kind;
+    op->width = m->width;
+    op->local = local;
+    op->len = len;
+    op->local_handle = local_handle;
+    op->cbfunc = cbfunc;
+    op->cbcontext = cbcontext;
+    op->cbdata = cbdata;
+    op->status = OPAL_SUCCESS;
+    if (!opal_btl_usnic_mem_ok(m->addr, n, access)) {
+        ++module->stats.num_rdma_refused;
+        op->status = OPAL_ERR_BAD_PARAM;
+    } else if (0 == m->kind) {
+        memcpy(target, local, len);
+    } else if (USNIC_RDMA_GET == m->kind) {
+        memcpy(local, target, len);
+    } else {
+        uint64_t old = usnic_rdma_atomic(target, m);
+        if (USNIC_RDMA_AOP == m->kind || NULL == local) {
+            /* nothing to return */
+        } else if (4 == m->width) {
+            uint32_t v = (uint32_t) old;
+            memcpy(local, &v, sizeof(v));
+        } else {
+            memcpy(local, &old, sizeof(old));
+        }
+    }
+    ++module->stats.num_rdma_local;
+    opal_list_append(&module->rdma_local_done, &op->super.super);
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_rdma_local_done(opal_btl_usnic_module_t *module)
+{
+    opal_list_item_t *li;
+
+    while (NULL != (li = opal_list_remove_first(&module->rdma_local_done))) {
+        opal_btl_usnic_rdma_op_t *op = (opal_btl_usnic_rdma_op_t *) li;
+        finish(module, op, op->status);
+    }
+}
+
+int opal_btl_usnic_rdma_local_put(opal_btl_usnic_module_t *module, void *local,
+                                  uint64_t remote_address, size_t size,
+                                  mca_btl_base_registration_handle_t *local_handle,
+                                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                  void *cbdata)
+{
+    usnic_rdma_msg_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.addr = remote_address;
+    return local_op(module, &m, local, size, local_handle, cbfunc, cbcontext, cbdata);
+}
+
 static int start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                  usnic_rdma_msg_t *m, void *local, size_t len,
                  mca_btl_base_registration_handle_t *local_handle,
@@ -127,10 +214,8 @@ static int start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
     uint8_t *buf;
     int idx;
 
-    /* Requests to this process itself are not ours: btl_atomic_flags says
-     * GLOB, so the caller works on its own memory directly. */
     if (OPAL_UNLIKELY(NULL == ep)) {
-        return OPAL_ERR_BAD_PARAM;
+        return local_op(module, m, local, len, local_handle, cbfunc, cbcontext, cbdata);
     }
     if (OPAL_UNLIKELY(ep->failed || ep->exiting || module->dead)) {
         return OPAL_ERR_UNREACH;
@@ -171,7 +256,9 @@ static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op
 {
     opal_btl_usnic_rdma_op_t o = *op;
 
-    opal_pointer_array_set_item(&module->rdma_ops, (int) (uint32_t) op->id, NULL);
+    if (LOCAL_OP_ID != op->id) {
+        opal_pointer_array_set_item(&module->rdma_ops, (int) (uint32_t) op->id, NULL);
+    }
     opal_free_list_return(&module->rdma_op_fl, &op->super);
     if (NULL != o.cbfunc) {
         o.cbfunc(&module->super, o.ep, o.local, o.local_handle, o.cbcontext, o.cbdata, status);

@@ -41,6 +41,17 @@ void opal_btl_usnic_rdma_recv(struct opal_btl_usnic_module_t *module,
  * list is not empty). */
 void opal_btl_usnic_rdma_retry(struct opal_btl_usnic_module_t *module);
 
+/* Completions of operations on this process's own memory (NULL
+ * endpoint), called from progress while the list is not empty. */
+void opal_btl_usnic_rdma_local_done(struct opal_btl_usnic_module_t *module);
+
+/* btl_put with a NULL endpoint: into this process's own registered memory. */
+int opal_btl_usnic_rdma_local_put(struct opal_btl_usnic_module_t *module, void *local,
+                                  uint64_t remote_address, size_t size,
+                                  mca_btl_base_registration_handle_t *local_handle,
+                                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                                  void *cbdata);
+
 /* The endpoint goes away: its outstanding requests fail (OPAL_ERR_UNREACH). */
 void opal_btl_usnic_rdma_flush_endpoint(struct mca_btl_base_endpoint_t *ep);
 
