@@ -134,11 +134,8 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (!opal_list_is_empty(&module->endpoints_with_timers)) {
         opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
     }
-    if (OPAL_UNLIKELY(!opal_list_is_empty(&module->rdma_deferred))) {
-        opal_btl_usnic_rdma_retry(module);
-    }
-    if (OPAL_UNLIKELY(!opal_list_is_empty(&module->rdma_local_done))) {
-        opal_btl_usnic_rdma_local_done(module);
+    if (OPAL_UNLIKELY(module->rdma_work)) {
+        opal_btl_usnic_rdma_progress(module);
     }
     /* A delayed ACK costs no pass until it is due. */
     if (!opal_list_is_empty(&module->pending_resend_segs) ||

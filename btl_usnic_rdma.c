@@ -74,6 +74,7 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
+    module->rdma_work = false;
 }
 
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
@@ -178,10 +179,11 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
     }
     ++module->stats.num_rdma_local;
     opal_list_append(&module->rdma_local_done, &op->super.super);
+    module->rdma_work = true;
     return OPAL_SUCCESS;
 }
 
-void opal_btl_usnic_rdma_local_done(opal_btl_usnic_module_t *module)
+static void local_done(opal_btl_usnic_module_t *module)
 {
     opal_list_item_t *li;
 
@@ -395,9 +397,10 @@ void opal_btl_usnic_rdma_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     d->ep = ep;
     d->msg = m;
     opal_list_append(&module->rdma_deferred, &d->super);
+    module->rdma_work = true;
 }
 
-void opal_btl_usnic_rdma_retry(opal_btl_usnic_module_t *module)
+static void retry(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_rdma_deferred_t *d;
 
@@ -411,6 +414,14 @@ void opal_btl_usnic_rdma_retry(opal_btl_usnic_module_t *module)
         opal_list_remove_item(&module->rdma_deferred, &d->super);
         OBJ_RELEASE(d);
     }
+}
+
+void opal_btl_usnic_rdma_progress(opal_btl_usnic_module_t *module)
+{
+    retry(module);
+    local_done(module);
+    module->rdma_work = !opal_list_is_empty(&module->rdma_deferred) ||
+                        !opal_list_is_empty(&module->rdma_local_done);
 }
 
 /* ------------------------------------------------------------------ */

@@ -37,13 +37,10 @@ void opal_btl_usnic_rdma_fini(struct opal_btl_usnic_module_t *module);
 void opal_btl_usnic_rdma_recv(struct opal_btl_usnic_module_t *module,
                               struct mca_btl_base_endpoint_t *ep, const void *data, size_t len);
 
-/* Replies that found no send buffer at first (progress calls it while the
- * list is not empty). */
-void opal_btl_usnic_rdma_retry(struct opal_btl_usnic_module_t *module);
-
-/* Completions of operations on this process's own memory (NULL
- * endpoint), called from progress while the list is not empty. */
-void opal_btl_usnic_rdma_local_done(struct opal_btl_usnic_module_t *module);
+/* Progress calls it while module->rdma_work is set: replies that found no
+ * send buffer at first, and completions of operations on this process's
+ * own memory (NULL endpoint). */
+void opal_btl_usnic_rdma_progress(struct opal_btl_usnic_module_t *module);
 
 /* btl_put with a NULL endpoint: into this process's own registered memory. */
 int opal_btl_usnic_rdma_local_put(struct opal_btl_usnic_module_t *module, void *local,
