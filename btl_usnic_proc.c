@@ -210,6 +210,12 @@ static int compute_matching(opal_btl_usnic_proc_t *p)
             int rv = local_left ? nm + j : j;
             int64_t w = NULL != routes ? routes->weights[i][j]
                                        : subnet_weight(&usnic_component.modules[i], &p->modex[j]);
+            /* A same-host peer on this very device: the route lookup finds
+             * only the host's local route, but the device loops it back. */
+            if (0 == w && 0 == memcmp(p->modex[j].gid, usnic_component.modules[i].gid,
+                                      sizeof(p->modex[j].gid))) {
+                w = subnet_weight(&usnic_component.modules[i], &p->modex[j]);
+            }
             if (0 == w) {
                 usnic_verbose(10, "%s: %s: no route to peer record %d",
                               opal_process_info.nodename, usnic_component.modules[i].dev_name, j);

@@ -26,7 +26,7 @@ for x in A B; do
     y=$([ $x = A ] && echo B || echo A)
     maps=("$WORK/map-host$x".pid*.job*.mcwrank*.txt)
     u=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$y,device=rxe$x@")
-    w=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$x,")
+    w=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$x,device=rxe$x@")
     if [ "${#maps[@]}" = 3 ] && [ -e "${maps[0]}" ] && [ "$u" = 9 ] && [ "$w" = 6 ]; then
         pass "host$x: its 3 processes have usnic endpoints to the 9 peers on host$y and the 6 on host$x"
     else
