@@ -19,6 +19,8 @@
 static void ack_done(opal_btl_usnic_endpoint_t *ep)
 {
     ep->rx_unacked = 0;
+    ep->ack_urgent = false;
+    ep->ack_hold_until_us = 0;
     if (ep->on_acks_list) {
         opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;
@@ -43,6 +45,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
     uint64_t ticks = usnic_component.progress_ticks, next_due = UINT64_MAX;
+    double now = 0;
     opal_list_item_t *li, *next;
 
     for (li = opal_list_get_first(&module->endpoints_that_need_acks);
@@ -57,6 +60,23 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (ep->ack_due_tick > ticks) {
             next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
             continue;
+        }
+        /* A delayed ACK also waits a while in time (ack_hold_us):
+         * a receiver polling faster than datagrams arrive would otherwise
+         * acknowledge nearly each one, and a window's worth of ACKs can
+         * overflow the sender's small priority receive queue while it is
+         * busy. */
+        if (!ep->ack_urgent) {
+            if (0 == now) {
+                now = opal_btl_usnic_now_us();
+            }
+            if (0 == ep->ack_hold_until_us) {
+                ep->ack_hold_until_us = now + usnic_component.ack_hold_us;
+            }
+            if (now < ep->ack_hold_until_us) {
+                next_due = ticks + 1 < next_due ? ticks + 1 : next_due;
+                continue;
+            }
         }
         /* A peer we only ever ACK is checked too. */
         if (OPAL_UNLIKELY(!ep->connectivity_checked)) {

@@ -41,6 +41,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx_bits = NULL;
     ep->rx_frags = NULL;
     ep->rx_unacked = 0;
+    ep->ack_urgent = false;
+    ep->ack_hold_until_us = 0;
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
     ep->dup_ack_count = 0;

@@ -81,6 +81,8 @@ typedef struct mca_btl_base_endpoint_t {
     uint64_t *rx_bits;
     uint64_t ack_due_tick;              /* progress tick at which to send a standalone ACK */
     uint32_t rx_unacked;                /* segments accepted since the last ACK went out */
+    bool ack_urgent;                    /* the owed ACK may not wait (schedule_ack) */
+    double ack_hold_until_us;           /* a delayed ACK leaves then at the earliest; 0: unset */
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 

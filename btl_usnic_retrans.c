@@ -72,7 +72,6 @@
 #include "btl_usnic_util.h"
 
 #define USNIC_FAST_RETRANS_DUP_ACKS 1
-#define USNIC_ACK_EVERY 16
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
@@ -132,7 +131,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     return n;
 }
 
-int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog)
 {
     opal_list_item_t *li;
     int n = 0;
@@ -141,7 +140,7 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
          li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
                                                            timer_li);
-        if (now >= ep->rto_deadline_us) {
+        if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
         }
     }
@@ -280,6 +279,7 @@ void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
     bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
     uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
 
+    ep->ack_urgent |= immediate;
     if (!ep->on_acks_list) {
         opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = true;

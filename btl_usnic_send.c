@@ -305,12 +305,14 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
+    int budget = USNIC_SENDS_PER_PASS;
 
     if (!opal_list_is_empty(&module->pending_resend_segs)) {
         opal_btl_usnic_retrans_resend(module);
     }
 
-    while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
+    while (budget > 0 && data->sd_wqe > 0 &&
+           !opal_list_is_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =
             usnic_container_of(opal_list_get_first(&module->endpoints_with_sends),
                                opal_btl_usnic_endpoint_t, sends_li);
@@ -328,6 +330,7 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
              * have returned some, rather than spin here. */
             break;
         }
+        --budget;
         if (!ep->on_sends_list) {
             continue;
         }

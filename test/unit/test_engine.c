@@ -21,6 +21,7 @@
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_retrans.h"
 
 #include "engine_world.h"
 #include "usnic_test.h"
@@ -2169,6 +2170,130 @@ USNIC_TEST(engine_priority_queue_never_overflows)
     check_int_eq(w->net_overflows, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
+
+/* A busy sender and a receiver that polls faster than datagrams arrive
+ * (here: eight passes per datagram), as a receiver spinning in MPI_Wait
+ * does.  The receiver's delayed ACK waits for the hold in time as well as
+ * for its passes, so it acknowledges a stream at the cadence (every
+ * USNIC_ACK_EVERY datagrams), not nearly every datagram; and the sender
+ * posts at most USNIC_SENDS_PER_PASS segments per pass before it polls
+ * again.  Without either, a window of 256 datagrams posted in one pass
+ * draws up to 256 ACKs toward the sender's 127 priority receive buffers,
+ * where the fake device, like hardware, drops what finds none. */
+USNIC_TEST(engine_busy_sender_acks_fit)
+{
+    world_t *w = world_new(70, 71);
+    uint64_t most_posts = 0;
+
+    check(NULL != w);
+    check_int_eq(w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL].rd_num, 127);
+    check(w->ep[SIDE_A]->tx.size > 127);
+    /* 20 ms, not the default 625 us: a host busy for a moment must not
+     * make this test fail (any hold that outlasts B's passes would do) */
+    usnic_component.ack_hold_us = 20000;
+    for (int i = 0; i < 300; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    w->per_step = 1;
+    for (int pass = 0; pass < 1000000 && !world_quiescent(w); ++pass) {
+        uint64_t sent = STATS(w, SIDE_A)->num_total_sends;
+
+        /* each pass a progress call, as opal_btl_usnic_component_progress */
+        ++usnic_component.progress_ticks;
+        world_progress(w, SIDE_A);
+        if (STATS(w, SIDE_A)->num_total_sends - sent > most_posts) {
+            most_posts = STATS(w, SIDE_A)->num_total_sends - sent;
+        }
+        /* everything on the wire arrives before A's next pass */
+        do {
+            world_net_step(w);
+            for (int k = 0; k < 8; ++k) {
+                ++usnic_component.progress_ticks;
+                world_progress(w, SIDE_B);
+            }
+        } while (fake_wire_count() > 0);
+    }
+    printf("most posts in one sender pass: %" PRIu64 ", standalone ACKs for 300 datagrams: %"
+           PRIu64 "\n", most_posts, STATS(w, SIDE_B)->num_ack_sends);
+    check(world_quiescent(w));
+    check_int_eq(w->net_overflows, 0);
+    check(most_posts <= USNIC_SENDS_PER_PASS);
+    check(STATS(w, SIDE_B)->num_ack_sends <= 300 / USNIC_ACK_EVERY + 4);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, STATS(w, SIDE_A)->num_ack_recvs);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* Sixty fast-path messages wait in the priority CQ: one pass takes them
+ * all, not one poll's batch (ACKs among them would otherwise wait for later
+ * passes while more arrive, until the small receive queue runs dry). */
+USNIC_TEST(engine_priority_cq_drained_each_pass)
+{
+    world_t *w = world_new(72, 73);
+
+    check(NULL != w);
+    check(w->ep[SIDE_B]->prio_window >= 60);
+    for (int i = 0; i < 60; ++i) {
+        check(NULL != world_send(w, SIDE_B, 64, SEND_SENDI));
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_fast_sends, 60);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(w->nrx, 0);
+    world_progress(w, SIDE_A);
+    check_int_eq(w->nrx, 60);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* The ACK that stops A's retransmit timer is in A's data CQ behind more
+ * than a poll's batch of B's datagrams when the deadline passes (A was
+ * away): A's pass reads one batch, and the timer, instead of expiring on
+ * what A has not read yet, waits for the next pass, which finds the ACK. */
+USNIC_TEST(engine_timer_waits_for_queued_ack)
+{
+    world_t *w = world_new(74, 75);
+    opal_btl_usnic_endpoint_t *a;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->real_timers = true;
+    /* B's 33 datagrams first, then A's one */
+    for (int i = 0; i < USNIC_POLL_BATCH + 1; ++i) {
+        check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_B);
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check(a->on_timer_list);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    /* B takes A's datagram and acknowledges it on one more of its own */
+    world_progress(w, SIDE_B);
+    check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_B);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_total_recvs, 0);
+    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_total_recvs, USNIC_POLL_BATCH);
+    world_progress(w, SIDE_A);
+    check(!a->on_timer_list);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_all_delivered(w);
     world_fini(w);
     return 0;
 }
