@@ -30,11 +30,24 @@ static void ack_done(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
+/* An ACK names the last duplicate that arrived since the one before, so
+ * that the sender can tell a resend it did not need. */
+static inline void add_dup_report(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+{
+    hdr->ack_flags = 0;
+    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
+        hdr->ack_flags = USNIC_ACK_DUP_SEEN;
+        hdr->dup_seq = ep->rx_dup_seq;
+        ep->rx_dup_pending = false;
+    }
+}
+
 void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
     if (ep->on_acks_list) {
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
+        add_dup_report(ep, hdr);
         ack_done(ep);
     } else {
         hdr->ack_present = 0;
@@ -94,6 +107,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
+        add_dup_report(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {

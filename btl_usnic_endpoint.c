@@ -46,6 +46,11 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
     ep->dup_ack_count = 0;
+    ep->tmo_pending = false;
+    ep->tmo_seq = 0;
+    ep->tmo_wait_start_us = 0;
+    ep->rx_dup_pending = false;
+    ep->rx_dup_seq = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
     ep->live = NULL;

@@ -75,6 +75,13 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rtt_seq;
     double rtt_start_us;
     int dup_ack_count;
+    /* The last timer resend, until the peer shows whether it was needed:
+     * its sequence number, when the wait for it began, the congestion
+     * window before its cut. */
+    bool tmo_pending;
+    uint16_t tmo_seq;
+    double tmo_wait_start_us;
+    usnic_tx_cwnd_state_t tmo_cwnd;
 
     /* receiving */
     usnic_rx_window_t rx;
@@ -84,6 +91,8 @@ typedef struct mca_btl_base_endpoint_t {
     bool ack_urgent;                    /* the owed ACK may not wait (schedule_ack) */
     double ack_hold_until_us;           /* a delayed ACK leaves then at the earliest; 0: unset */
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
+    bool rx_dup_pending;                /* a duplicate arrived since the last ACK: report it */
+    uint16_t rx_dup_seq;                /* its sequence number */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

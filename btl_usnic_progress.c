@@ -27,8 +27,9 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
-static void handle_completion(opal_btl_usnic_module_t *module, int channel,
-                              const opal_btl_usnic_cqe_t *cqe)
+static inline __attribute__((always_inline)) void
+handle_completion(opal_btl_usnic_module_t *module, int channel,
+                  const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_seg_base_t *base = cqe->cookie;
 

@@ -165,10 +165,16 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     case USNIC_RX_ACCEPT:
         return true;
     case USNIC_RX_DUP:
+        /* above a hole: the ACK it draws points at the hole */
         ++module->stats.num_dup_recvs;
         break;
     case USNIC_RX_OOW_LOW:
+        /* had it, and all before it: the sender's resend was not needed
+         * (a resend of the oldest unacknowledged segment always lands
+         * here when the original had arrived) */
         ++module->stats.num_oow_low_recvs;
+        ep->rx_dup_pending = true;
+        ep->rx_dup_seq = seq;
         break;
     case USNIC_RX_OOW_HIGH:
         ++module->stats.num_oow_high_recvs;
@@ -209,7 +215,11 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
     if (hdr->ack_present) {
-        opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
+        if (OPAL_UNLIKELY(hdr->ack_flags & USNIC_ACK_DUP_SEEN)) {
+            opal_btl_usnic_dup_report(ep, hdr->ack_seq, hdr->dup_seq);
+        } else {
+            opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
+        }
     }
     if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
         ++module->stats.num_ack_recvs;

@@ -19,9 +19,23 @@
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
+ *                  A poll of the pass that came back full may hide the
+ *                  ACK: the timer then waits up to one more RTO
+ *                  (check_timers).
  * backoff          the RTO doubles, up to the ceiling, at every expiry
  *                  (timer_expired); the first ACK that moves the window
  *                  undoes it (new_ack).
+ * spurious timeout a receiver that gets a segment below its window again
+ *                  names it in its next ACK (USNIC_ACK_DUP_SEEN, dup_seq).
+ *                  Naming the last timer resend, it proves the timeout
+ *                  spurious (the peer was away, the host busy): recovery
+ *                  ends, the congestion cut is undone, and the endpoint's
+ *                  RTO floor doubles (at least to how long the answer took,
+ *                  at most USNIC_RTO_FLOOR_RAISE (4) times the minimum),
+ *                  decaying back by 1/USNIC_RTO_FLOOR_DECAY (256) per
+ *                  round-trip sample (dup_report, usnic_rto_spurious).  An
+ *                  ACK with such a report that repeats the last one answers
+ *                  the duplicate and is no sign of a hole.
  * recovery         after an expiry, until everything sent before it is
  *                  acknowledged, an ACK that moves the window but stops
  *                  short points at the next lost segment, which is resent
@@ -40,12 +54,23 @@
  *                  progress pass, so that receives and their ACKs keep being
  *                  processed during a storm; a segment the device still owns
  *                  is not posted again (retrans_resend).
+ * send budget      USNIC_SENDS_PER_PASS (32) first sends per progress pass
+ *                  (opal_btl_usnic_progress_sends), so that a busy sender
+ *                  polls its CQs, and takes its peers' ACKs, every 32 posts;
+ *                  the priority CQ, which holds the ACKs, is drained each
+ *                  pass (opal_btl_usnic_module_progress).  Its peers' ACKs
+ *                  then fit its small priority receive queue.
  * ACK cadence      a standalone ACK for every USNIC_ACK_EVERY (16) accepted
  *                  datagrams, else after btl_usnic_ack_iteration_delay
- *                  progress passes without more; at once for a completed
- *                  fragment, a duplicate or a segment outside the window
- *                  (the receive path asks, schedule_ack).  Data carries an
- *                  owed ACK along (btl_usnic_ack.c).
+ *                  progress passes without more and, counted from then,
+ *                  at least ack_hold_us (btl_usnic_retrans_timeout / 8) in
+ *                  time: a receiver polling faster than datagrams arrive
+ *                  would otherwise acknowledge nearly each one, and the
+ *                  bound keeps any hold far below a sender's timer.  At once
+ *                  for a completed fragment, a duplicate or a segment
+ *                  outside the window (the receive path asks,
+ *                  schedule_ack).  Data carries an owed ACK along
+ *                  (btl_usnic_ack.c).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
  *                  endpoints whose timer runs (check_dead_peers): from a
@@ -118,6 +143,13 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
                                                    ep->tx_mask];
     int n = 0;
 
+    if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
+        /* the first expiry for this segment: remember what to undo */
+        ep->tmo_pending = true;
+        ep->tmo_seq = seg->seq;
+        ep->tmo_wait_start_us = now - ep->rto.rto_us;
+        usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
+    }
     usnic_rto_backoff(&ep->rto);
     cut(ep, true);
     ep->in_recovery = true;
@@ -234,6 +266,30 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     }
     new_ack(ep, ack, acked, now);
     opal_btl_usnic_check_rts(ep);
+}
+
+void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+
+    if (ep->tmo_pending && dup_seq == ep->tmo_seq) {
+        /* The original had arrived: the timer was too quick for this
+         * path (a peer away from progress, a busy host).  No recovery, no
+         * cut, no backoff, and a higher floor for a while. */
+        ep->tmo_pending = false;
+        ep->in_recovery = false;
+        if (usnic_component.congestion_control) {
+            usnic_tx_cwnd_restore(&ep->tx, &ep->tmo_cwnd);
+        }
+        usnic_rto_spurious(&ep->rto, opal_btl_usnic_now_us() - ep->tmo_wait_start_us);
+        ++module->stats.num_spurious_timeouts;
+    }
+    /* Repeating the last ACK, it answers a duplicate, not a hole. */
+    if (OPAL_UNLIKELY(USNIC_ACK_DUP == usnic_tx_classify_ack(&ep->tx, ack))) {
+        ++module->stats.num_dup_acks;
+        return;
+    }
+    opal_btl_usnic_handle_ack(ep, ack);
 }
 
 /* ---- resending ---- */

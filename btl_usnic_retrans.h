@@ -48,6 +48,11 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
  * sample the round trip, and act on it as the policy says. */
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
 
+/* An ACK that also reports dup_seq as received again: a timer resend of
+ * it was spurious (undone, and the endpoint's timeout floor raised), and
+ * the ACK itself, if it repeats the last one, is no sign of a loss. */
+void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq);
+
 /* Nothing is unacknowledged any more (or the endpoint goes away). */
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
 

@@ -2298,6 +2298,84 @@ USNIC_TEST(engine_timer_waits_for_queued_ack)
     return 0;
 }
 
+/* A's timer expires while B, away from progress, holds A's three
+ * datagrams unread: the resend of the oldest is spurious.  B's answer to it
+ * (it had the segment: below its window) reports it as a duplicate, and A
+ * undoes the timeout (congestion window back, no recovery), raises its
+ * timeout floor, and does not take the repeated ACK that carries the
+ * report for a hole: the segments A sent meanwhile are not resent. */
+USNIC_TEST(engine_spurious_timeout_undone)
+{
+    world_t *w = world_new(80, 81);
+    opal_btl_usnic_endpoint_t *a;
+    fake_dgram_t held;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    for (int i = 0; i < 3; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(a->tx.cwnd, USNIC_CWND_MIN);
+    check_int_eq(fake_wire_count(), 1);
+    check(fake_wire_take(0, &held));            /* the resend, late */
+    /* B reads the originals and acknowledges them; A's window empties */
+    for (int i = 0; i < usnic_component.ack_iteration_delay + 2; ++i) {
+        ++usnic_component.progress_ticks;
+        world_progress(w, SIDE_B);
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(usnic_tx_window_inflight(&a->tx), 0);
+    /* two more from A; then the late resend reaches B ahead of them */
+    for (int i = 0; i < 2; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_wire_count(), 2);
+    {
+        fake_dgram_t d[2];
+        check(fake_wire_take(0, &d[0]));
+        check(fake_wire_take(0, &d[1]));
+        fake_wire_push(&held);
+        fake_wire_push(&d[0]);
+        fake_wire_push(&d[1]);
+    }
+    w->per_step = 1;
+    world_net_step(w);
+    world_progress(w, SIDE_B);                  /* the duplicate: ACK at once */
+    check_int_eq(STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 2);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    world_progress(w, SIDE_A);                  /* B's ACK repeats the last one */
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
+    check_int_eq(a->tx.cwnd, USNIC_CWND_OPEN);
+    check(!a->in_recovery);
+    /* doubled (more only if the host stalled this test for milliseconds) */
+    check(a->rto.min_us >= 2 * (uint32_t) usnic_component.retrans_timeout &&
+          a->rto.min_us <= USNIC_RTO_FLOOR_RAISE * (uint32_t) usnic_component.retrans_timeout);
+    w->per_step = 64;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* ob1's copy path: buffered sends, and sends that cannot go in place  */
 
