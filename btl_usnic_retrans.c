@@ -272,7 +272,10 @@ void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint
 {
     opal_btl_usnic_module_t *module = ep->module;
 
-    if (ep->tmo_pending && dup_seq == ep->tmo_seq) {
+    int16_t since = USNIC_SEQ_DIFF16(ep->tx.ack_seq_rcvd, dup_seq);
+
+    /* (near the window: not a sequence number from a lap ago) */
+    if (ep->tmo_pending && dup_seq == ep->tmo_seq && since > -4096 && since < 4096) {
         /* The original had arrived: the timer was too quick for this
          * path (a peer away from progress, a busy host).  No recovery, no
          * cut, no backoff, and a higher floor for a while. */
