@@ -240,7 +240,8 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         }
         ++module->stats.num_frag_recvs;
         usnic_rx_mark(&ep->rx, hdr->pkt_seq);
-        opal_btl_usnic_schedule_ack(ep, false);
+        /* A PUT is complete at its origin only when acknowledged. */
+        opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr);
         if (0 != hdr->put_addr) {
             memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
         } else {

@@ -67,7 +67,8 @@
  *                  time: a receiver polling faster than datagrams arrive
  *                  would otherwise acknowledge nearly each one, and the
  *                  bound keeps any hold far below a sender's timer.  At once
- *                  for a completed fragment, a duplicate or a segment
+ *                  for a completed fragment, an emulated PUT (complete at
+ *                  its origin when acknowledged), a duplicate or a segment
  *                  outside the window (the receive path asks,
  *                  schedule_ack).  Data carries an owed ACK along
  *                  (btl_usnic_ack.c).
