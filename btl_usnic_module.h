@@ -125,6 +125,7 @@ typedef struct opal_btl_usnic_module_t {
     bool dead;                      /* fatal error seen; stop touching the device */
     char fatal_cause[96];           /* named in the PML's abort message, if set */
     double last_dead_check;         /* when the dead-peer check last ran (monotonic s) */
+    double last_timer_check_us;     /* when the retransmit timers were last checked */
 
     opal_btl_usnic_stats_t stats;
     int stats_report_num;

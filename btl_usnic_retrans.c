@@ -20,8 +20,11 @@
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
  *                  A poll of the pass that came back full may hide the
- *                  ACK: the timer then waits up to one more RTO
- *                  (check_timers).
+ *                  ACK: the timer then waits up to one more RTO; and after
+ *                  a gap of more than half btl_usnic_retrans_timeout since
+ *                  the last check (this process was descheduled or
+ *                  computing, its peer maybe too), what is due waits half
+ *                  an RTO more (check_timers).
  * backoff          the RTO doubles, up to the ceiling, at every expiry
  *                  (timer_expired); the first ACK that moves the window
  *                  undoes it (new_ack).
@@ -167,7 +170,24 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog)
 {
     opal_list_item_t *li;
+    bool away = now - module->last_timer_check_us > usnic_component.retrans_timeout / 2.0;
     int n = 0;
+
+    module->last_timer_check_us = now;
+    if (OPAL_UNLIKELY(away)) {
+        /* This process was away (descheduled, computing): nothing it saw
+         * says the peers are late, their answers may be on the way.  What
+         * is due gets half a timeout of our attention first. */
+        for (li = opal_list_get_first(&module->endpoints_with_timers);
+             li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+            opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                               timer_li);
+            if (ep->rto_deadline_us < now + ep->rto.rto_us / 2.0) {
+                ep->rto_deadline_us = now + ep->rto.rto_us / 2.0;
+            }
+        }
+        return 0;
+    }
 
     for (li = opal_list_get_first(&module->endpoints_with_timers);
          li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {

@@ -535,14 +535,18 @@ world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts)
 int world_fire_timeouts(world_t *w, int side)
 {
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
+    double now;
 
     if (NULL == ep || !ep->on_timer_list) {
         return 0;
     }
     world_run_as(w, side);
-    /* as if the deadline had passed now */
+    /* as if the deadline had passed now, while this side was checking all
+     * along (not back from an absence) */
     ep->rto_deadline_us = 0;
-    return opal_btl_usnic_check_timers(&w->mods[side], opal_btl_usnic_now_us(), false);
+    now = opal_btl_usnic_now_us();
+    w->mods[side].last_timer_check_us = now;
+    return opal_btl_usnic_check_timers(&w->mods[side], now, false);
 }
 
 /* ------------------------------------------------------------------ */

@@ -2298,6 +2298,39 @@ USNIC_TEST(engine_timer_waits_for_queued_ack)
     return 0;
 }
 
+/* A comes back from an absence (descheduled, computing) to find its
+ * timer's deadline passed: it saw nothing of the wait, so the timer gets
+ * half a timeout of A's attention before it may expire; then it does. */
+USNIC_TEST(engine_timer_after_absence)
+{
+    world_t *w = world_new(76, 77);
+    opal_btl_usnic_endpoint_t *a;
+    double now;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->real_timers = true;
+    w->paused = true;                           /* nothing arrives: B cannot answer */
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check(a->on_timer_list);
+    now = opal_btl_usnic_now_us();
+    w->mods[SIDE_A].last_timer_check_us = now - 100.0 * usnic_component.retrans_timeout;
+    a->rto_deadline_us = now - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check(a->rto_deadline_us >= now + a->rto.rto_us / 2.0);
+    /* A stays: the deadline passes again, and now the timer expires */
+    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A's timer expires while B, away from progress, holds A's three
  * datagrams unread: the resend of the oldest is spurious.  B's answer to it
  * (it had the segment: below its window) reports it as a duplicate, and A
