@@ -12,12 +12,13 @@
 #  - in the bandwidth run, retransmits (num_timeout_retrans + num_fast_retrans, both hosts)
 #    stay within LOSSLESS_MAX_PER_1E4 (default 3) per 10^4 data datagrams sent
 #    (num_frag_sends + num_chunk_sends). Measured in this VM (TCG, on a host shared with other
-#    jobs), paired runs in one boot: before the fixes 8.4-9.2 per 10^4 (and 52-215 ACKs lost
-#    at the sender's receive queue in 3 of 5 runs), after them 0.7-0.9: the bound fails the
-#    old code and leaves 3x room for the VM's jitter. The latency run's retransmits are
-#    printed, not bounded: they come from the VM's scheduling jitter (a rank descheduled for
-#    longer than the 5 ms timeout; 6.5-8.7 per 10^4 after the fixes, 11-28 before), which no
-#    bound this VM keeps reliably could separate from the old code.
+#    jobs), old and new code in the same boots: before the fixes 5.7-9.2 per 10^4 in 6 runs
+#    (and 3-165 ACKs lost at the sender's priority receive queue in 4 of them), after them
+#    0.6-0.9 in 4 runs, nothing lost: the bound fails the old code and leaves 3x room for the
+#    VM's jitter. The latency run's retransmits are printed, not bounded: they come from the
+#    VM's scheduling jitter (a rank descheduled for longer than the 5 ms timeout: 6.5-8.7 per
+#    10^4 after the fixes, 20-28 before), which no bound this VM keeps reliably separates from
+#    the old code.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
