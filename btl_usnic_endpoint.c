@@ -33,6 +33,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
     ep->tx_ready = false;
     ep->rto_deadline_us = 0;
+    ep->rto_restart = false;
     ep->in_recovery = false;
     ep->recover_seq = 0;
     ep->sent_segs = NULL;

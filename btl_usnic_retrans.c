@@ -8,14 +8,19 @@
  *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
  *                  ceiling.  In between, the RTO is the smoothed round trip
  *                  plus four deviations (RFC 6298, usnic_rto_* in the pure
- *                  btl_usnic_window.c), sampled once per round trip from a
- *                  segment sent only once: retrans_init, retrans_first_send
- *                  (inline, btl_usnic_retrans.h), handle_ack; a resent segment cancels its sample
- *                  (retrans_resend).
+ *                  btl_usnic_window.c), sampled every
+ *                  USNIC_RTT_SAMPLE_EVERY (8) round trips from a segment
+ *                  sent only once: retrans_init, retrans_first_send
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resent
+ *                  segment cancels its sample and the next round trip is
+ *                  timed (retrans_resend).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
  *                  the window (new_ack), so a long burst that drains
- *                  slowly never expires; progress checks it (check_timers).
+ *                  slowly never expires; progress checks it (check_timers),
+ *                  and a timer started or pushed back since the last check
+ *                  gets its deadline there, from the one clock read of
+ *                  that pass.
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
@@ -78,6 +83,7 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
+    ep->rtt_skip = 0;
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
@@ -141,7 +147,13 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
          li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
                                                            timer_li);
-        if (now >= ep->rto_deadline_us) {
+        if (ep->rto_restart) {
+            /* started or pushed back since the last check: ACKs arrive in
+             * progress passes, so this is the pass that saw it */
+            ep->rto_restart = false;
+            ep->rto_deadline_us = now + ep->rto.rto_us;
+            ep->last_ack_time = now / 1e6;
+        } else if (now >= ep->rto_deadline_us) {
             n += timer_expired(module, ep, now);
         }
     }
@@ -169,7 +181,7 @@ static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 
 /* The window moved up to ack: the peer is alive, the backoff goes; in a
  * recovery a partial ACK points at the next hole. */
-static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked, double now)
+static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked)
 {
     ep->dup_ack_count = 0;
     usnic_tx_cwnd_acked(&ep->tx, acked);
@@ -185,19 +197,18 @@ static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked,
             ep->in_recovery = false;
         }
     }
+    /* (A timer that stops needs no time: the next first send restarts it.) */
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_retrans_timer_stop(ep);
     } else {
-        ep->rto_deadline_us = now + ep->rto.rto_us;
+        ep->rto_restart = true;
     }
-    ep->last_ack_time = now / 1e6;
 }
 
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint32_t acked = (uint16_t)(ack - ep->tx.ack_seq_rcvd);
-    double now;
 
     switch (usnic_tx_classify_ack(&ep->tx, ack)) {
     case USNIC_ACK_OLD:
@@ -214,7 +225,6 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         break;
     }
 
-    now = opal_btl_usnic_now_us();
     for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
         opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
@@ -224,7 +234,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ep->tx.ack_seq_rcvd = s;
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
-            usnic_rto_sample(&ep->rto, now - ep->rtt_start_us);
+            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -233,7 +243,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             break;
         }
     }
-    new_ack(ep, ack, acked, now);
+    new_ack(ep, ack, acked);
     opal_btl_usnic_check_rts(ep);
 }
 
@@ -255,9 +265,11 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         if (ep->failed) {
             continue;
         }
-        /* A resent segment's ACK says nothing about the round trip. */
+        /* A resent segment's ACK says nothing about the round trip: time
+         * the next first send instead. */
         if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
             ep->rtt_timing = false;
+            ep->rtt_skip = 0;
         }
         /* Still owned by the device from the previous post: it goes out
          * anyway, and the timer still runs. */

@@ -535,6 +535,7 @@ int world_fire_timeouts(world_t *w, int side)
     }
     world_run_as(w, side);
     /* as if the deadline had passed now */
+    ep->rto_restart = false;
     ep->rto_deadline_us = 0;
     return opal_btl_usnic_check_timers(&w->mods[side], opal_btl_usnic_now_us());
 }

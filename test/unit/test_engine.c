@@ -21,6 +21,7 @@
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_retrans.h"
 
 #include "engine_world.h"
 #include "usnic_test.h"
@@ -778,6 +779,68 @@ USNIC_TEST(engine_rto_recovers)
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check(ep->rto.have_sample);
     check_int_eq(ep->rto.rto_us, 5000);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* One round trip in USNIC_RTT_SAMPLE_EVERY is timed (two clock reads), the
+ * first one of an endpoint included. */
+USNIC_TEST(engine_rtt_sampled)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    int timed = 0;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    for (int i = 0; i < 4 * USNIC_RTT_SAMPLE_EVERY; ++i) {
+        check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+        timed += ep->rtt_timing;
+        if (0 == i) {
+            check(ep->rtt_timing);
+        }
+        check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+        check(!ep->rtt_timing);
+    }
+    check_int_eq(timed, 4);
+    check(ep->rto.have_sample);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A timer started by a send outside progress gets its deadline, and the
+ * dead-peer clock its start, from the next pass's clock read. */
+USNIC_TEST(engine_timer_deadline_at_next_pass)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    double before, after;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    w->real_timers = true;
+    ep->last_ack_time = 0;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->on_timer_list);
+    check(ep->rto_restart);
+    check(0 == ep->last_ack_time);
+    before = opal_btl_usnic_now_us();
+    world_progress(w, SIDE_A);
+    after = opal_btl_usnic_now_us();
+    check(!ep->rto_restart);
+    check(ep->rto_deadline_us >= before + ep->rto.rto_us);
+    check(ep->rto_deadline_us <= after + ep->rto.rto_us);
+    check(ep->last_ack_time >= before / 1e6 && ep->last_ack_time <= after / 1e6);
+    /* not expired by the pass that set it, nor by the next one */
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    w->paused = false;
+    w->real_timers = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->on_timer_list);
     check_all_delivered(w);
     world_fini(w);
     return 0;
