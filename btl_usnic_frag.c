@@ -106,6 +106,7 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
     rseg->len = USNIC_GRH_LEN + chan->mtu;
     rseg->lkey = usnic_item_lkey(item);
     rseg->next = NULL;
+    usnic_rx_desc_init(&rseg->pml_desc, &rseg->pml_seg);
     return OPAL_SUCCESS;
 }
 
