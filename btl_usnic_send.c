@@ -31,8 +31,10 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
     opal_btl_usnic_check_rts(ep);
 }
 
-void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                        opal_btl_usnic_send_seg_t *seg, int channel)
+/* (inlined into the send path; retransmits call it too) */
+inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
         opal_btl_usnic_module_fatal(module, NULL);
@@ -46,9 +48,11 @@ void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
 }
 
 /* First transmission of a segment: give it the next sequence number,
- * record it in the window, piggy-back an owed ACK, post, arm the timer. */
-static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_seg_t *seg, int channel)
+ * record it in the window, piggy-back an owed ACK, post, arm the timer
+ * (inlined: every send). */
+static inline __opal_attribute_always_inline__ void
+send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+             opal_btl_usnic_send_seg_t *seg, int channel)
 {
     usnic_btl_header_t *hdr = seg->hdr;
     uint16_t seq;
@@ -132,9 +136,11 @@ void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_s
     }
 }
 
-/* A small frag is one datagram: header and payload already in place. */
-static void send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_frag_t *frag, int channel)
+/* A small frag is one datagram: header and payload already in place
+ * (inlined: every small send). */
+static inline __opal_attribute_always_inline__ void
+send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                opal_btl_usnic_send_frag_t *frag, int channel)
 {
     frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
     frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
