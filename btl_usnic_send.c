@@ -346,35 +346,10 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_due_acks(module);
 }
 
-void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
-
-    if (seg->on_resend_list) {
-        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
-        seg->on_resend_list = false;
-    }
-    seg->ack_pending = false;
-    if (seg->prio) {
-        seg->prio = false;
-        --ep->prio_inflight;
-    }
-    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
-        opal_free_list_return(&module->chunk_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
-    }
-    /* A large frag still being chunked is not done even if all of its
-     * chunks so far are acknowledged. */
-    if (0 != --frag->segs_unacked || frag->queued) {
-        return;
-    }
-    if (USNIC_FRAG_LARGE == frag->type) {
-        --ep->active_large_frags;
-    }
     /* A flush at del_procs "acknowledges" what may never have arrived. */
-    put_done(module, frag, ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
-    opal_btl_usnic_frag_return_if_done(module, frag);
+    put_done(module, frag, frag->endpoint->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
 }
 
 void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg,
