@@ -45,7 +45,7 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_item_t acks_li;           /* module->endpoints_that_need_acks */
     opal_list_item_t timer_li;          /* module->endpoints_with_timers */
     bool on_sends_list;
-    bool on_acks_list;
+    bool on_acks_list;                  /* may stay on after its ACK went out ... */
     bool on_timer_list;
 
     /* sending; sent_segs exists from the first send on */
@@ -82,6 +82,7 @@ typedef struct mca_btl_base_endpoint_t {
     /* receiving */
     usnic_rx_window_t rx;
     uint64_t *rx_bits;
+    bool ack_owed;                      /* ... this says whether one is owed */
     uint64_t ack_due_tick;              /* progress tick at which to send a standalone ACK */
     uint32_t rx_unacked;                /* segments accepted since the last ACK went out */
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */

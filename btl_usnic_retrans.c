@@ -292,10 +292,14 @@ void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
     bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
     uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
 
-    if (!ep->on_acks_list) {
-        opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-        ep->on_acks_list = true;
+    if (!ep->ack_owed) {
+        ep->ack_owed = true;
+        ++ep->module->acks_owed;
         ep->ack_due_tick = due;
+        if (!ep->on_acks_list) {
+            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = true;
+        }
     } else if (immediate || ep->ack_due_tick > ticks) {
         /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;

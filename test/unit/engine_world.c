@@ -492,7 +492,7 @@ bool world_quiescent(world_t *w)
             fake_cq_depth(m, USNIC_DATA_CHANNEL) > 0 ||
             !opal_list_is_empty(&m->pending_resend_segs) ||
             !opal_list_is_empty(&m->fastpath_done) ||
-            (NULL != ep && (!opal_btl_usnic_endpoint_drained(ep) || ep->on_acks_list))) {
+            (NULL != ep && (!opal_btl_usnic_endpoint_drained(ep) || ep->ack_owed))) {
             return false;
         }
     }
@@ -1139,11 +1139,10 @@ const char *world_check_idle(world_t *w)
         if (ep->on_timer_list || !opal_list_is_empty(&m->endpoints_with_timers)) {
             FAIL("side %c: retransmit timer still running", 'A' + s);
         }
-        if (0 != ep->active_large_frags || ep->on_sends_list || ep->on_acks_list ||
-            !opal_list_is_empty(&m->endpoints_with_sends) ||
-            !opal_list_is_empty(&m->endpoints_that_need_acks)) {
-            FAIL("side %c: %d large frags active, on sends list %d, on ACK list %d", 'A' + s,
-                 ep->active_large_frags, ep->on_sends_list, ep->on_acks_list);
+        if (0 != ep->active_large_frags || ep->on_sends_list || ep->ack_owed ||
+            !opal_list_is_empty(&m->endpoints_with_sends) || 0 != m->acks_owed) {
+            FAIL("side %c: %d large frags active, on sends list %d, owes an ACK %d", 'A' + s,
+                 ep->active_large_frags, ep->on_sends_list, ep->ack_owed);
         }
         for (int i = 0; i < USNIC_RX_FRAG_SLOTS && NULL != ep->rx_frags; ++i) {
             if (0 != ep->rx_frags[i].frag_id) {

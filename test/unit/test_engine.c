@@ -1826,6 +1826,44 @@ static int wire_from(world_t *w, int side, bool deliver)
     return n;
 }
 
+/* An ACK that rides on data leaves its endpoint on the ACK list, owing
+ * nothing: no standalone ACK for it, and the next one owed needs no second
+ * insertion. */
+USNIC_TEST(engine_ack_list_keeps_endpoint)
+{
+    world_t *w = world_new(10, 20);
+    opal_btl_usnic_module_t *mb;
+    opal_btl_usnic_endpoint_t *eb;
+
+    check(NULL != w);
+    mb = &w->mods[SIDE_B];
+    eb = w->ep[SIDE_B];
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 1);
+    /* the reply carries the ACK */
+    check(NULL != world_send(w, SIDE_B, 100, SEND_SENDI));
+    check(!eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 0);
+    check(UINT64_MAX == mb->acks_due_tick);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 0);
+    /* a message B does not answer: one standalone ACK, one list entry */
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed);
+    check_int_eq(opal_list_get_size(&mb->endpoints_that_need_acks), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    check_int_eq(mb->acks_owed, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A resent segment carries no ACK: the one it carried the first time may
  * be stale by then, and would look like a duplicate ACK. */
 USNIC_TEST(engine_resend_carries_no_stale_ack)
@@ -1837,9 +1875,9 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     check_int_eq(wire_from(w, SIDE_A, true), 1);
     world_progress(w, SIDE_B);
-    check(w->ep[SIDE_B]->on_acks_list);
+    check(w->ep[SIDE_B]->ack_owed);
     check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
-    check(!w->ep[SIDE_B]->on_acks_list);
+    check(!w->ep[SIDE_B]->ack_owed);
     check_int_eq(fake_wire_peek(0)->src == w->mods[SIDE_B].dev, 1);
     check_int_eq(dgram_hdr(fake_wire_peek(0))->ack_present, 1);
     check_int_eq(wire_from(w, SIDE_B, false), 1);
