@@ -31,6 +31,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->on_acks_list = false;
     ep->ack_owed = false;
     ep->on_timer_list = false;
+    ep->timer_running = false;
     OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
     ep->tx_ready = false;
     ep->rto_deadline_us = 0;

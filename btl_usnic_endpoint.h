@@ -46,7 +46,8 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_item_t timer_li;          /* module->endpoints_with_timers */
     bool on_sends_list;
     bool on_acks_list;                  /* may stay on after its ACK went out ... */
-    bool on_timer_list;
+    bool on_timer_list;                 /* may stay on after its timer stopped ... */
+    bool timer_running;                 /* ... this says whether it runs */
 
     /* sending; sent_segs exists from the first send on */
     opal_list_t send_queue;             /* frags waiting for the wire */

@@ -300,6 +300,7 @@ static void init_lists(opal_btl_usnic_module_t *module)
     module->acks_due_tick = UINT64_MAX;
     module->acks_owed = 0;
     OBJ_CONSTRUCT(&module->endpoints_with_timers, opal_list_t);
+    module->timers_running = 0;
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);

@@ -111,7 +111,10 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t endpoints_that_need_acks;
     int acks_owed;                  /* listed endpoints that do owe one */
     uint64_t acks_due_tick;         /* no owed ACK is due before this tick */
-    opal_list_t endpoints_with_timers;  /* retransmit timers running */
+    /* endpoints whose retransmit timer runs, and some whose timer stopped
+     * since the last walk (unlisted then) */
+    opal_list_t endpoints_with_timers;
+    int timers_running;
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */

@@ -106,10 +106,22 @@ static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
 
 /* ---- the retransmit timer ---- */
 
+/* Nothing is unacknowledged: the timer stops, but the endpoint stays
+ * listed until the next walk (a ping-pong would unlist and relist it for
+ * every message). */
+static void timer_idle(opal_btl_usnic_endpoint_t *ep)
+{
+    /* no stall for the dead-peer check to watch */
+    ep->watch.watch_since = 0;
+    if (ep->timer_running) {
+        ep->timer_running = false;
+        --ep->module->timers_running;
+    }
+}
+
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
-    /* nothing unacknowledged: no stall for the dead-peer check to watch */
-    ep->watch.watch_since = 0;
+    timer_idle(ep);
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;
@@ -140,14 +152,18 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
 {
-    opal_list_item_t *li;
+    opal_list_item_t *li, *next;
     int n = 0;
 
     for (li = opal_list_get_first(&module->endpoints_with_timers);
-         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+         li != opal_list_get_end(&module->endpoints_with_timers); li = next) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
                                                            timer_li);
-        if (ep->rto_restart) {
+        next = opal_list_get_next(li);
+        if (!ep->timer_running) {
+            opal_list_remove_item(&module->endpoints_with_timers, li);
+            ep->on_timer_list = false;
+        } else if (ep->rto_restart) {
             /* started or pushed back since the last check: ACKs arrive in
              * progress passes, so this is the pass that saw it */
             ep->rto_restart = false;
@@ -199,7 +215,7 @@ static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked)
     }
     /* (A timer that stops needs no time: the next first send restarts it.) */
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
-        opal_btl_usnic_retrans_timer_stop(ep);
+        timer_idle(ep);
     } else {
         ep->rto_restart = true;
     }
@@ -330,7 +346,7 @@ void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
         double seen, busy;
         char ip[32];
 
-        if (ep->failed) {
+        if (ep->failed || !ep->timer_running) {
             continue;
         }
         busy = opal_btl_usnic_liveness_busy(ep);

@@ -38,10 +38,14 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
         ep->rtt_seq = seq;
         ep->rtt_start_us = opal_btl_usnic_now_us();
     }
-    if (!ep->on_timer_list) {
+    if (!ep->timer_running) {
+        ep->timer_running = true;
+        ++ep->module->timers_running;
         ep->rto_restart = true;
-        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
-        ep->on_timer_list = true;
+        if (!ep->on_timer_list) {
+            opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
+            ep->on_timer_list = true;
+        }
     }
 }
 
@@ -49,7 +53,7 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
  * sample the round trip, and act on it as the policy says. */
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
 
-/* Nothing is unacknowledged any more (or the endpoint goes away). */
+/* The endpoint goes away: its timer stops and it leaves the timer list. */
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
 
 /* Expire the module's retransmit timers that are due at `now` (monotonic

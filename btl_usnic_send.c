@@ -72,7 +72,7 @@ send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
     seg->ack_pending = true;
     opal_btl_usnic_send_post(module, ep, seg, channel);
 
-    if (!ep->rtt_timing || !ep->on_timer_list) {
+    if (!ep->rtt_timing || !ep->timer_running) {
         opal_btl_usnic_retrans_first_send(ep, seq);
     }
 

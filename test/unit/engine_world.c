@@ -383,7 +383,7 @@ int world_progress(world_t *w, int side)
     world_run_as(w, side);
     /* Timers fire when the test says (world_fire_timeouts), not when the
      * host happens to be slow, unless the test wants real time. */
-    if (!w->real_timers && NULL != ep && ep->on_timer_list) {
+    if (!w->real_timers && NULL != ep && ep->timer_running) {
         ep->rto_deadline_us = HUGE_VAL;
     }
     return opal_btl_usnic_module_progress(&w->mods[side]);
@@ -530,7 +530,7 @@ int world_fire_timeouts(world_t *w, int side)
 {
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
 
-    if (NULL == ep || !ep->on_timer_list) {
+    if (NULL == ep || !ep->timer_running) {
         return 0;
     }
     world_run_as(w, side);
@@ -1136,7 +1136,7 @@ const char *world_check_idle(world_t *w)
             FAIL("side %c: %d send credits, expected %d", 'A' + s, ep->send_credits,
                  m->channels[USNIC_DATA_CHANNEL].sd_num);
         }
-        if (ep->on_timer_list || !opal_list_is_empty(&m->endpoints_with_timers)) {
+        if (ep->timer_running || 0 != m->timers_running) {
             FAIL("side %c: retransmit timer still running", 'A' + s);
         }
         if (0 != ep->active_large_frags || ep->on_sends_list || ep->ack_owed ||

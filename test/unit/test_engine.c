@@ -811,7 +811,8 @@ USNIC_TEST(engine_rtt_sampled)
 }
 
 /* A timer started by a send outside progress gets its deadline, and the
- * dead-peer clock its start, from the next pass's clock read. */
+ * dead-peer clock its start, from the next pass's clock read; a stopped
+ * timer costs its endpoint no list removal. */
 USNIC_TEST(engine_timer_deadline_at_next_pass)
 {
     world_t *w = world_new(1, 2);
@@ -824,7 +825,7 @@ USNIC_TEST(engine_timer_deadline_at_next_pass)
     w->real_timers = true;
     ep->last_ack_time = 0;
     check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
-    check(ep->on_timer_list);
+    check(ep->timer_running);
     check(ep->rto_restart);
     check(0 == ep->last_ack_time);
     before = opal_btl_usnic_now_us();
@@ -840,6 +841,18 @@ USNIC_TEST(engine_timer_deadline_at_next_pass)
     w->paused = false;
     w->real_timers = false;
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check_int_eq(w->mods[SIDE_A].timers_running, 0);
+    /* a stopped timer leaves its endpoint listed: the next start does not
+     * list it again, and the next walk unlists it */
+    check(ep->on_timer_list);
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running);
+    check_int_eq(opal_list_get_size(&w->mods[SIDE_A].endpoints_with_timers), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check(ep->on_timer_list);
+    check_int_eq(opal_btl_usnic_check_timers(&w->mods[SIDE_A], opal_btl_usnic_now_us()), 0);
     check(!ep->on_timer_list);
     check_all_delivered(w);
     world_fini(w);
