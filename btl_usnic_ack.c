@@ -16,15 +16,15 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
+/* (The endpoint stays listed: send_due_acks unlists it.) */
 static void ack_done(opal_btl_usnic_endpoint_t *ep)
 {
     ep->rx_unacked = 0;
     ep->ack_urgent = false;
     ep->ack_hold_until_us = 0;
-    if (ep->on_acks_list) {
-        opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-        ep->on_acks_list = false;
-        if (opal_list_is_empty(&ep->module->endpoints_that_need_acks)) {
+    if (ep->ack_owed) {
+        ep->ack_owed = false;
+        if (0 == --ep->module->acks_owed) {
             ep->module->acks_due_tick = UINT64_MAX;
         }
     }
@@ -44,7 +44,7 @@ static inline void add_dup_report(opal_btl_usnic_endpoint_t *ep, usnic_btl_heade
 
 void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
-    if (ep->on_acks_list) {
+    if (ep->ack_owed) {
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
         add_dup_report(ep, hdr);
@@ -70,6 +70,11 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         usnic_btl_header_t *hdr;
 
         next = opal_list_get_next(li);
+        if (!ep->ack_owed) {
+            opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = false;
+            continue;
+        }
         if (ep->ack_due_tick > ticks) {
             next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
             continue;

@@ -477,8 +477,10 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
 }
 
 /* Copy n bytes of the message at the convertor's position to dst: contiguous
- * data with one memcpy, moving the convertor on as packing it would. */
-static size_t copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
+ * data with one memcpy, moving the convertor on as packing it would
+ * (inlined: every sendi). */
+static inline __opal_attribute_always_inline__ size_t
+copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
 {
     struct iovec iov = {.iov_base = dst, .iov_len = n};
     uint32_t iov_count = 1;

@@ -29,10 +29,13 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->timer_li, opal_list_item_t);
     ep->on_sends_list = false;
     ep->on_acks_list = false;
+    ep->ack_owed = false;
     ep->on_timer_list = false;
+    ep->timer_running = false;
     OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
     ep->tx_ready = false;
     ep->rto_deadline_us = 0;
+    ep->rto_restart = false;
     ep->in_recovery = false;
     ep->recover_seq = 0;
     ep->sent_segs = NULL;
@@ -175,6 +178,12 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     if (ep->on_acks_list) {
         opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;
+    }
+    if (ep->ack_owed) {
+        ep->ack_owed = false;
+        if (0 == --module->acks_owed) {
+            module->acks_due_tick = UINT64_MAX;
+        }
     }
     /* Frags never (fully) sent: forget their unsent segments, and tell the
      * PML they failed (it may wait for their callbacks). */

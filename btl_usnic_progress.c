@@ -168,7 +168,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         }
     }
 
-    if (!opal_list_is_empty(&module->endpoints_with_timers)) {
+    if (0 != module->timers_running) {
         opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us(), backlog);
     }
     /* A delayed ACK costs no pass until it is due. */

@@ -33,27 +33,28 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
     }
 }
 
-/* Hand a complete message to the PML. */
-static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, uint8_t tag,
-                    void *data, size_t len)
+/* Hand a complete message to the PML, with the descriptor of the receive
+ * buffer that completed it. */
+static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                    opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
 {
-    mca_btl_base_segment_t seg;
-
     /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one. */
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
                       NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_TYPE);
         return;
     }
-    seg.seg_addr.pval = data;
-    seg.seg_len = len;
-    usnic_deliver_to_pml(&module->super, ep, &mca_btl_base_active_message_trigger[tag], tag, &seg);
+    rseg->pml_seg.seg_addr.pval = data;
+    rseg->pml_seg.seg_len = len;
+    usnic_deliver_to_pml(&module->super, ep, &mca_btl_base_active_message_trigger[tag], tag,
+                         &rseg->pml_desc);
 }
 
 /* Reassembly of a chunk; returns false if the chunk was dropped without
  * being recorded (so that the sender will send it again). */
 static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                       const usnic_btl_chunk_header_t *ch, const uint8_t *payload)
+                       opal_btl_usnic_recv_seg_t *rseg, const usnic_btl_chunk_header_t *ch,
+                       const uint8_t *payload)
 {
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
@@ -123,7 +124,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
     if (0 == slot->bytes_left) {
         if (0 == slot->put_addr) {
-            deliver(module, ep, slot->tag, slot->buf, slot->frag_size);
+            deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
             free(slot->buf);
         }
         slot->buf = NULL;
@@ -245,11 +246,11 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         if (0 != hdr->put_addr) {
             memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
         } else {
-            deliver(module, ep, hdr->tag, hdr + 1, hdr->payload_len);
+            deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
         }
     } else {
         const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;
-        if (recv_chunk(module, ep, ch, (const uint8_t *)(ch + 1))) {
+        if (recv_chunk(module, ep, rseg, ch, (const uint8_t *)(ch + 1))) {
             ++module->stats.num_chunk_recvs;
         }
     }

@@ -8,14 +8,19 @@
  *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
  *                  ceiling.  In between, the RTO is the smoothed round trip
  *                  plus four deviations (RFC 6298, usnic_rto_* in the pure
- *                  btl_usnic_window.c), sampled once per round trip from a
- *                  segment sent only once: retrans_init, retrans_first_send
- *                  (inline, btl_usnic_retrans.h), handle_ack; a resent segment cancels its sample
- *                  (retrans_resend).
+ *                  btl_usnic_window.c), sampled every
+ *                  USNIC_RTT_SAMPLE_EVERY (8) round trips from a segment
+ *                  sent only once: retrans_init, retrans_first_send
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resent
+ *                  segment cancels its sample and the next round trip is
+ *                  timed (retrans_resend).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
  *                  the window (new_ack), so a long burst that drains
- *                  slowly never expires; progress checks it (check_timers).
+ *                  slowly never expires; progress checks it (check_timers),
+ *                  and a timer started or pushed back since the last check
+ *                  gets its deadline there, from the one clock read of
+ *                  that pass.
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
@@ -106,6 +111,7 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
+    ep->rtt_skip = 0;
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
@@ -128,10 +134,22 @@ static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
 
 /* ---- the retransmit timer ---- */
 
+/* Nothing is unacknowledged: the timer stops, but the endpoint stays
+ * listed until the next walk (a ping-pong would unlist and relist it for
+ * every message). */
+static void timer_idle(opal_btl_usnic_endpoint_t *ep)
+{
+    /* no stall for the dead-peer check to watch */
+    ep->watch.watch_since = 0;
+    if (ep->timer_running) {
+        ep->timer_running = false;
+        --ep->module->timers_running;
+    }
+}
+
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
-    /* nothing unacknowledged: no stall for the dead-peer check to watch */
-    ep->watch.watch_since = 0;
+    timer_idle(ep);
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;
@@ -169,31 +187,33 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog)
 {
-    opal_list_item_t *li;
+    opal_list_item_t *li, *next;
+    /* This process was away (descheduled, computing): nothing it saw says
+     * the peers are late, their answers may be on the way.  What is due
+     * gets half a timeout of our attention first. */
     bool away = now - module->last_timer_check_us > usnic_component.retrans_timeout / 2.0;
     int n = 0;
 
     module->last_timer_check_us = now;
-    if (OPAL_UNLIKELY(away)) {
-        /* This process was away (descheduled, computing): nothing it saw
-         * says the peers are late, their answers may be on the way.  What
-         * is due gets half a timeout of our attention first. */
-        for (li = opal_list_get_first(&module->endpoints_with_timers);
-             li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
-            opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
-                                                               timer_li);
+    for (li = opal_list_get_first(&module->endpoints_with_timers);
+         li != opal_list_get_end(&module->endpoints_with_timers); li = next) {
+        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
+                                                           timer_li);
+        next = opal_list_get_next(li);
+        if (!ep->timer_running) {
+            opal_list_remove_item(&module->endpoints_with_timers, li);
+            ep->on_timer_list = false;
+        } else if (ep->rto_restart) {
+            /* started or pushed back since the last check: ACKs arrive in
+             * progress passes, so this is the pass that saw it */
+            ep->rto_restart = false;
+            ep->rto_deadline_us = now + ep->rto.rto_us;
+            ep->last_ack_time = now / 1e6;
+        } else if (OPAL_UNLIKELY(away)) {
             if (ep->rto_deadline_us < now + ep->rto.rto_us / 2.0) {
                 ep->rto_deadline_us = now + ep->rto.rto_us / 2.0;
             }
-        }
-        return 0;
-    }
-
-    for (li = opal_list_get_first(&module->endpoints_with_timers);
-         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
-        opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
-                                                           timer_li);
-        if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
+        } else if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
         }
     }
@@ -221,7 +241,7 @@ static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 
 /* The window moved up to ack: the peer is alive, the backoff goes; in a
  * recovery a partial ACK points at the next hole. */
-static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked, double now)
+static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked)
 {
     ep->dup_ack_count = 0;
     usnic_tx_cwnd_acked(&ep->tx, acked);
@@ -237,19 +257,18 @@ static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked,
             ep->in_recovery = false;
         }
     }
+    /* (A timer that stops needs no time: the next first send restarts it.) */
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
-        opal_btl_usnic_retrans_timer_stop(ep);
+        timer_idle(ep);
     } else {
-        ep->rto_deadline_us = now + ep->rto.rto_us;
+        ep->rto_restart = true;
     }
-    ep->last_ack_time = now / 1e6;
 }
 
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint32_t acked = (uint16_t)(ack - ep->tx.ack_seq_rcvd);
-    double now;
 
     switch (usnic_tx_classify_ack(&ep->tx, ack)) {
     case USNIC_ACK_OLD:
@@ -266,7 +285,6 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         break;
     }
 
-    now = opal_btl_usnic_now_us();
     for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
         opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
@@ -276,7 +294,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ep->tx.ack_seq_rcvd = s;
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
-            usnic_rto_sample(&ep->rto, now - ep->rtt_start_us);
+            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -285,7 +303,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             break;
         }
     }
-    new_ack(ep, ack, acked, now);
+    new_ack(ep, ack, acked);
     opal_btl_usnic_check_rts(ep);
 }
 
@@ -334,9 +352,11 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         if (ep->failed) {
             continue;
         }
-        /* A resent segment's ACK says nothing about the round trip. */
+        /* A resent segment's ACK says nothing about the round trip: time
+         * the next first send instead. */
         if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
             ep->rtt_timing = false;
+            ep->rtt_skip = 0;
         }
         /* Still owned by the device from the previous post: it goes out
          * anyway, and the timer still runs. */
@@ -360,10 +380,14 @@ void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
     uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
 
     ep->ack_urgent |= immediate;
-    if (!ep->on_acks_list) {
-        opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-        ep->on_acks_list = true;
+    if (!ep->ack_owed) {
+        ep->ack_owed = true;
+        ++ep->module->acks_owed;
         ep->ack_due_tick = due;
+        if (!ep->on_acks_list) {
+            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = true;
+        }
     } else if (immediate || ep->ack_due_tick > ticks) {
         /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;
@@ -394,7 +418,7 @@ void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
         double seen, busy;
         char ip[32];
 
-        if (ep->failed) {
+        if (ep->failed || !ep->timer_running) {
             continue;
         }
         busy = opal_btl_usnic_liveness_busy(ep);

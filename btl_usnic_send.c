@@ -31,8 +31,10 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
     opal_btl_usnic_check_rts(ep);
 }
 
-void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                        opal_btl_usnic_send_seg_t *seg, int channel)
+/* (inlined into the send path; retransmits call it too) */
+inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
         opal_btl_usnic_module_fatal(module, NULL);
@@ -46,9 +48,11 @@ void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_en
 }
 
 /* First transmission of a segment: give it the next sequence number,
- * record it in the window, piggy-back an owed ACK, post, arm the timer. */
-static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_seg_t *seg, int channel)
+ * record it in the window, piggy-back an owed ACK, post, arm the timer
+ * (inlined: every send). */
+static inline __opal_attribute_always_inline__ void
+send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+             opal_btl_usnic_send_seg_t *seg, int channel)
 {
     usnic_btl_header_t *hdr = seg->hdr;
     uint16_t seq;
@@ -68,7 +72,7 @@ static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     seg->ack_pending = true;
     opal_btl_usnic_send_post(module, ep, seg, channel);
 
-    if (!ep->rtt_timing || !ep->on_timer_list) {
+    if (!ep->rtt_timing || !ep->timer_running) {
         opal_btl_usnic_retrans_first_send(ep, seq);
     }
 
@@ -132,9 +136,11 @@ void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_s
     }
 }
 
-/* A small frag is one datagram: header and payload already in place. */
-static void send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_frag_t *frag, int channel)
+/* A small frag is one datagram: header and payload already in place
+ * (inlined: every small send). */
+static inline __opal_attribute_always_inline__ void
+send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                opal_btl_usnic_send_frag_t *frag, int channel)
 {
     frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
     frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
@@ -343,35 +349,10 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_due_acks(module);
 }
 
-void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
-
-    if (seg->on_resend_list) {
-        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
-        seg->on_resend_list = false;
-    }
-    seg->ack_pending = false;
-    if (seg->prio) {
-        seg->prio = false;
-        --ep->prio_inflight;
-    }
-    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
-        opal_free_list_return(&module->chunk_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
-    }
-    /* A large frag still being chunked is not done even if all of its
-     * chunks so far are acknowledged. */
-    if (0 != --frag->segs_unacked || frag->queued) {
-        return;
-    }
-    if (USNIC_FRAG_LARGE == frag->type) {
-        --ep->active_large_frags;
-    }
     /* A flush at del_procs "acknowledges" what may never have arrived. */
-    put_done(module, frag, ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
-    opal_btl_usnic_frag_return_if_done(module, frag);
+    put_done(module, frag, frag->endpoint->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
 }
 
 void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg,

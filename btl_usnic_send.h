@@ -53,8 +53,43 @@ void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
  * PML callback, if not yet run, reports OPAL_ERR_UNREACH. */
 void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
 
-/* A segment is acknowledged (called by the ACK code). */
-void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg);
+/* All of an emulated PUT is acknowledged: its completion callback. */
+void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
+
+/* A segment is acknowledged (called by the ACK code; inline: every
+ * acknowledged segment). */
+static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    if (seg->on_resend_list) {
+        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
+        seg->on_resend_list = false;
+    }
+    seg->ack_pending = false;
+    if (seg->prio) {
+        seg->prio = false;
+        --ep->prio_inflight;
+    }
+    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
+        opal_free_list_return(&module->chunk_segs,
+                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+    }
+    /* A large frag still being chunked is not done even if all of its
+     * chunks so far are acknowledged. */
+    if (0 != --frag->segs_unacked || frag->queued) {
+        return;
+    }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        --ep->active_large_frags;
+    }
+    if (0 != frag->put_addr) {
+        opal_btl_usnic_put_acked(module, frag);
+    }
+    opal_btl_usnic_frag_return_if_done(module, frag);
+}
 
 END_C_DECLS
 #endif /* BTL_USNIC_SEND_H */

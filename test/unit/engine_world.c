@@ -389,7 +389,7 @@ int world_progress(world_t *w, int side)
     world_run_as(w, side);
     /* Timers fire when the test says (world_fire_timeouts), not when the
      * host happens to be slow, unless the test wants real time. */
-    if (!w->real_timers && NULL != ep && ep->on_timer_list) {
+    if (!w->real_timers && NULL != ep && ep->timer_running) {
         ep->rto_deadline_us = HUGE_VAL;
     }
     return opal_btl_usnic_module_progress(&w->mods[side]);
@@ -498,7 +498,7 @@ bool world_quiescent(world_t *w)
             fake_cq_depth(m, USNIC_DATA_CHANNEL) > 0 ||
             !opal_list_is_empty(&m->pending_resend_segs) ||
             !opal_list_is_empty(&m->fastpath_done) ||
-            (NULL != ep && (!opal_btl_usnic_endpoint_drained(ep) || ep->on_acks_list))) {
+            (NULL != ep && (!opal_btl_usnic_endpoint_drained(ep) || ep->ack_owed))) {
             return false;
         }
     }
@@ -537,12 +537,13 @@ int world_fire_timeouts(world_t *w, int side)
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
     double now;
 
-    if (NULL == ep || !ep->on_timer_list) {
+    if (NULL == ep || !ep->timer_running) {
         return 0;
     }
     world_run_as(w, side);
     /* as if the deadline had passed now, while this side was checking all
      * along (not back from an absence) */
+    ep->rto_restart = false;
     ep->rto_deadline_us = 0;
     now = opal_btl_usnic_now_us();
     w->mods[side].last_timer_check_us = now;
@@ -1145,14 +1146,13 @@ const char *world_check_idle(world_t *w)
             FAIL("side %c: %d send credits, expected %d", 'A' + s, ep->send_credits,
                  m->channels[USNIC_DATA_CHANNEL].sd_num);
         }
-        if (ep->on_timer_list || !opal_list_is_empty(&m->endpoints_with_timers)) {
+        if (ep->timer_running || 0 != m->timers_running) {
             FAIL("side %c: retransmit timer still running", 'A' + s);
         }
-        if (0 != ep->active_large_frags || ep->on_sends_list || ep->on_acks_list ||
-            !opal_list_is_empty(&m->endpoints_with_sends) ||
-            !opal_list_is_empty(&m->endpoints_that_need_acks)) {
-            FAIL("side %c: %d large frags active, on sends list %d, on ACK list %d", 'A' + s,
-                 ep->active_large_frags, ep->on_sends_list, ep->on_acks_list);
+        if (0 != ep->active_large_frags || ep->on_sends_list || ep->ack_owed ||
+            !opal_list_is_empty(&m->endpoints_with_sends) || 0 != m->acks_owed) {
+            FAIL("side %c: %d large frags active, on sends list %d, owes an ACK %d", 'A' + s,
+                 ep->active_large_frags, ep->on_sends_list, ep->ack_owed);
         }
         for (int i = 0; i < USNIC_RX_FRAG_SLOTS && NULL != ep->rx_frags; ++i) {
             if (0 != ep->rx_frags[i].frag_id) {

@@ -784,6 +784,81 @@ USNIC_TEST(engine_rto_recovers)
     return 0;
 }
 
+/* One round trip in USNIC_RTT_SAMPLE_EVERY is timed (two clock reads), the
+ * first one of an endpoint included. */
+USNIC_TEST(engine_rtt_sampled)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    int timed = 0;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    for (int i = 0; i < 4 * USNIC_RTT_SAMPLE_EVERY; ++i) {
+        check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+        timed += ep->rtt_timing;
+        if (0 == i) {
+            check(ep->rtt_timing);
+        }
+        check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+        check(!ep->rtt_timing);
+    }
+    check_int_eq(timed, 4);
+    check(ep->rto.have_sample);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A timer started by a send outside progress gets its deadline, and the
+ * dead-peer clock its start, from the next pass's clock read; a stopped
+ * timer costs its endpoint no list removal. */
+USNIC_TEST(engine_timer_deadline_at_next_pass)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    double before, after;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    w->real_timers = true;
+    ep->last_ack_time = 0;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running);
+    check(ep->rto_restart);
+    check(0 == ep->last_ack_time);
+    before = opal_btl_usnic_now_us();
+    world_progress(w, SIDE_A);
+    after = opal_btl_usnic_now_us();
+    check(!ep->rto_restart);
+    check(ep->rto_deadline_us >= before + ep->rto.rto_us);
+    check(ep->rto_deadline_us <= after + ep->rto.rto_us);
+    check(ep->last_ack_time >= before / 1e6 && ep->last_ack_time <= after / 1e6);
+    /* not expired by the pass that set it, nor by the next one */
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    w->paused = false;
+    w->real_timers = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check_int_eq(w->mods[SIDE_A].timers_running, 0);
+    /* a stopped timer leaves its endpoint listed: the next start does not
+     * list it again, and the next walk unlists it */
+    check(ep->on_timer_list);
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running);
+    check_int_eq(opal_list_get_size(&w->mods[SIDE_A].endpoints_with_timers), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check(ep->on_timer_list);
+    check_int_eq(opal_btl_usnic_check_timers(&w->mods[SIDE_A], opal_btl_usnic_now_us(), false), 0);
+    check(!ep->on_timer_list);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* sequence numbers and the window                                     */
 
@@ -1764,6 +1839,44 @@ static int wire_from(world_t *w, int side, bool deliver)
     return n;
 }
 
+/* An ACK that rides on data leaves its endpoint on the ACK list, owing
+ * nothing: no standalone ACK for it, and the next one owed needs no second
+ * insertion. */
+USNIC_TEST(engine_ack_list_keeps_endpoint)
+{
+    world_t *w = world_new(10, 20);
+    opal_btl_usnic_module_t *mb;
+    opal_btl_usnic_endpoint_t *eb;
+
+    check(NULL != w);
+    mb = &w->mods[SIDE_B];
+    eb = w->ep[SIDE_B];
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 1);
+    /* the reply carries the ACK */
+    check(NULL != world_send(w, SIDE_B, 100, SEND_SENDI));
+    check(!eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 0);
+    check(UINT64_MAX == mb->acks_due_tick);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 0);
+    /* a message B does not answer: one standalone ACK, one list entry */
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed);
+    check_int_eq(opal_list_get_size(&mb->endpoints_that_need_acks), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    check_int_eq(mb->acks_owed, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A resent segment carries no ACK: the one it carried the first time may
  * be stale by then, and would look like a duplicate ACK. */
 USNIC_TEST(engine_resend_carries_no_stale_ack)
@@ -1775,9 +1888,9 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     check_int_eq(wire_from(w, SIDE_A, true), 1);
     world_progress(w, SIDE_B);
-    check(w->ep[SIDE_B]->on_acks_list);
+    check(w->ep[SIDE_B]->ack_owed);
     check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
-    check(!w->ep[SIDE_B]->on_acks_list);
+    check(!w->ep[SIDE_B]->ack_owed);
     check_int_eq(fake_wire_peek(0)->src == w->mods[SIDE_B].dev, 1);
     check_int_eq(dgram_hdr(fake_wire_peek(0))->ack_present, 1);
     check_int_eq(wire_from(w, SIDE_B, false), 1);
@@ -2273,7 +2386,7 @@ USNIC_TEST(engine_timer_waits_for_queued_ack)
     world_progress(w, SIDE_B);
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     world_progress(w, SIDE_A);
-    check(a->on_timer_list);
+    check(a->timer_running);
     while (fake_wire_count() > 0) {
         world_net_step(w);
     }
@@ -2285,11 +2398,13 @@ USNIC_TEST(engine_timer_waits_for_queued_ack)
         world_net_step(w);
     }
     check_int_eq(STATS(w, SIDE_A)->num_total_recvs, 0);
+    /* the deadline passed while A was away (the timer's start seen) */
+    a->rto_restart = false;
     a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_total_recvs, USNIC_POLL_BATCH);
     world_progress(w, SIDE_A);
-    check(!a->on_timer_list);
+    check(!a->timer_running);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
@@ -2313,14 +2428,16 @@ USNIC_TEST(engine_timer_after_absence)
     w->paused = true;                           /* nothing arrives: B cannot answer */
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     world_progress(w, SIDE_A);
-    check(a->on_timer_list);
+    check(a->timer_running);
     now = opal_btl_usnic_now_us();
     w->mods[SIDE_A].last_timer_check_us = now - 100.0 * usnic_component.retrans_timeout;
+    a->rto_restart = false;
     a->rto_deadline_us = now - 1;
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
     check(a->rto_deadline_us >= now + a->rto.rto_us / 2.0);
     /* A stays: the deadline passes again, and now the timer expires */
+    a->rto_restart = false;
     a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
