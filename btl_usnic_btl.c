@@ -561,7 +561,16 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         *descriptor = des;
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    /* A small frag without a call, once the peer's send tables exist. */
+    if (OPAL_LIKELY(endpoint->tx_ready)) {
+        frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
+                                                                    &module->small_send_frags);
+        if (OPAL_LIKELY(NULL != frag)) {
+            opal_btl_usnic_frag_reset(frag, endpoint, total);
+        }
+    } else {
+        frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    }
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

@@ -140,19 +140,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }
-    /* A frag is back on its list only unqueued, acknowledged, off the
-     * device and with its callback run (frag_return_if_done): those fields
-     * need no reset. */
-    frag->endpoint = endpoint;
-    frag->put_addr = 0;
-    frag->put_cb = NULL;
-    frag->size = size;
-    frag->local_done = false;
-    frag->base.des_flags = 0;
-    frag->base.des_cbfunc = NULL;
-    frag->base.des_cbdata = NULL;
-    frag->base.des_context = NULL;
-    frag->base.order = MCA_BTL_NO_ORDER;
+    opal_btl_usnic_frag_reset(frag, endpoint, size);
     if (small) {
         frag->segs[0].seg_len = size;
     } else {
