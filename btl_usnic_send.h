@@ -84,6 +84,11 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
     }
     if (USNIC_FRAG_LARGE == frag->type) {
         --ep->active_large_frags;
+    } else if (0 == frag->put_addr && !frag->cb_deferred && 0 == frag->segs_posted &&
+               (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
+        /* The usual end of a small send, as frag_return_if_done would do it. */
+        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        return;
     }
     if (0 != frag->put_addr) {
         opal_btl_usnic_put_acked(module, frag);
