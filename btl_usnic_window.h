@@ -264,8 +264,46 @@ typedef enum {
 } usnic_pkt_result_t;
 
 /* Checks a datagram's headers against the bytes the device delivered
- * (payload after the GRH).  max_frag_size bounds chunked fragments. */
-usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size);
+ * (payload after the GRH).  max_frag_size bounds chunked fragments.
+ * (Inline: every datagram.) */
+static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
+                                                    uint32_t max_frag_size)
+{
+    const usnic_btl_header_t *h = buf;
+    const usnic_btl_chunk_header_t *ch = buf;
+
+    if (len < sizeof(*h)) {
+        return USNIC_PKT_SHORT;
+    }
+    switch (h->payload_type) {
+    case USNIC_PAYLOAD_TYPE_ACK:
+        if (!h->ack_present || 0 != h->payload_len || sizeof(*h) != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_FRAG:
+        if (sizeof(*h) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_CHUNK:
+        if (len < sizeof(*ch)) {
+            return USNIC_PKT_SHORT;
+        }
+        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
+            (0 == h->put_addr && ch->frag_size > max_frag_size) ||
+            ch->frag_offset >= ch->frag_size ||
+            h->payload_len > ch->frag_size - ch->frag_offset) {
+            return USNIC_PKT_BAD_CHUNK;
+        }
+        return USNIC_PKT_OK;
+    default:
+        return USNIC_PKT_BAD_TYPE;
+    }
+}
 
 const char *usnic_pkt_result_str(usnic_pkt_result_t r);
 
