@@ -135,6 +135,7 @@ typedef struct opal_btl_usnic_component_t {
     int prio_rd_num;
     int cq_num;
     int retrans_timeout;            /* microseconds */
+    double ack_hold_us;             /* a delayed ACK waits this long at least (retrans_timeout / 8) */
     int max_resends_per_iteration;
     bool congestion_control;
     int ack_iteration_delay;        /* progress passes */

@@ -16,23 +16,38 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
+/* (The endpoint stays listed: send_due_acks unlists it.) */
 static void ack_done(opal_btl_usnic_endpoint_t *ep)
 {
     ep->rx_unacked = 0;
-    if (ep->on_acks_list) {
-        opal_list_remove_item(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-        ep->on_acks_list = false;
-        if (opal_list_is_empty(&ep->module->endpoints_that_need_acks)) {
+    ep->ack_urgent = false;
+    ep->ack_hold_until_us = 0;
+    if (ep->ack_owed) {
+        ep->ack_owed = false;
+        if (0 == --ep->module->acks_owed) {
             ep->module->acks_due_tick = UINT64_MAX;
         }
     }
 }
 
+/* An ACK names the last duplicate that arrived since the one before, so
+ * that the sender can tell a resend it did not need. */
+static inline void add_dup_report(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+{
+    hdr->ack_flags = 0;
+    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
+        hdr->ack_flags = USNIC_ACK_DUP_SEEN;
+        hdr->dup_seq = ep->rx_dup_seq;
+        ep->rx_dup_pending = false;
+    }
+}
+
 void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
-    if (ep->on_acks_list) {
+    if (ep->ack_owed) {
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
+        add_dup_report(ep, hdr);
         ack_done(ep);
     } else {
         hdr->ack_present = 0;
@@ -43,6 +58,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
     uint64_t ticks = usnic_component.progress_ticks, next_due = UINT64_MAX;
+    double now = 0;
     opal_list_item_t *li, *next;
 
     for (li = opal_list_get_first(&module->endpoints_that_need_acks);
@@ -54,9 +70,31 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         usnic_btl_header_t *hdr;
 
         next = opal_list_get_next(li);
+        if (!ep->ack_owed) {
+            opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = false;
+            continue;
+        }
         if (ep->ack_due_tick > ticks) {
             next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
             continue;
+        }
+        /* A delayed ACK also waits a while in time (ack_hold_us):
+         * a receiver polling faster than datagrams arrive would otherwise
+         * acknowledge nearly each one, and a window's worth of ACKs can
+         * overflow the sender's small priority receive queue while it is
+         * busy. */
+        if (!ep->ack_urgent) {
+            if (0 == now) {
+                now = opal_btl_usnic_now_us();
+            }
+            if (0 == ep->ack_hold_until_us) {
+                ep->ack_hold_until_us = now + usnic_component.ack_hold_us;
+            }
+            if (now < ep->ack_hold_until_us) {
+                next_due = ticks + 1 < next_due ? ticks + 1 : next_due;
+                continue;
+            }
         }
         /* A peer we only ever ACK is checked too. */
         if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
@@ -74,6 +112,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
+        add_dup_report(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {

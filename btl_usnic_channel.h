@@ -23,12 +23,47 @@ int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int 
 /* The device's channel goes before the buffers it may still use. */
 void opal_btl_usnic_channel_fini(opal_btl_usnic_module_t *module, int index);
 
+/* Whether to ask for a completion of this send.  Inline data is copied when
+ * the send is posted, so its buffer is free at once: only every
+ * signal_every-th such send asks for a completion, which then returns the
+ * send-queue slots of the silent ones before it (a queue completes in
+ * order).  seg->wqes records how many slots that is. */
+static inline bool opal_btl_usnic_channel_want_completion(opal_btl_usnic_channel_t *ch,
+                                                          opal_btl_usnic_send_seg_t *seg)
+{
+    if (seg->len <= ch->max_inline && ch->unsignaled + 1 < ch->signal_every) {
+        ++ch->unsignaled;
+        return false;
+    }
+    seg->wqes = ch->unsignaled + 1;
+    ch->unsignaled = 0;
+    return true;
+}
+
 /* Post one send segment to the endpoint's peer: takes a send-queue slot
  * and, if the segment asks for a completion, makes it owned by the device
- * (seg->posted) until then. */
-int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
-                                struct mca_btl_base_endpoint_t *ep,
-                                opal_btl_usnic_send_seg_t *seg, int channel);
+ * (seg->posted) until then.  (Inline: every send.) */
+static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
+                                              struct mca_btl_base_endpoint_t *ep,
+                                              opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    opal_btl_usnic_channel_t *chan = &module->channels[channel];
+    opal_btl_usnic_dest_t dest = {.ah = ep->ah, .qpn = ep->remote.qp_num[channel],
+                                  .qkey = ep->remote.qkey};
+    bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
+    int rc;
+
+    seg->base.channel = channel;
+    rc = module->ops->post_send(chan->hw, &dest, seg->hdr, seg->len, seg->lkey, signalled,
+                                signalled ? &seg->base : NULL);
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
+        return rc;
+    }
+    --chan->sd_wqe;
+    seg->posted += signalled;
+    ++module->stats.num_total_sends;
+    return OPAL_SUCCESS;
+}
 
 /* Queue a receive buffer for the next batch handed back to the device. */
 static inline void opal_btl_usnic_channel_queue_recv(opal_btl_usnic_channel_t *ch,

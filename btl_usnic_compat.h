@@ -41,21 +41,26 @@ static inline char *usnic_hostname_dup(const opal_proc_t *proc)
     return NULL != h ? h : strdup("(unknown)");
 }
 
-/* 5.0 hands the PML a receive descriptor that names the sender. */
+/* 5.0 hands the PML a receive descriptor that names the sender.  Each
+ * receive buffer keeps one, set up once around its segment. */
+typedef mca_btl_base_receive_descriptor_t usnic_rx_desc_t;
+
+static inline void usnic_rx_desc_init(usnic_rx_desc_t *desc, const mca_btl_base_segment_t *seg)
+{
+    memset(desc, 0, sizeof(*desc));
+    desc->des_segments = seg;
+    desc->des_segment_count = 1;
+}
+
 static inline void usnic_deliver_to_pml(mca_btl_base_module_t *btl,
                                         struct mca_btl_base_endpoint_t *ep,
                                         const mca_btl_active_message_callback_t *reg,
-                                        mca_btl_base_tag_t tag,
-                                        const mca_btl_base_segment_t *seg)
+                                        mca_btl_base_tag_t tag, usnic_rx_desc_t *desc)
 {
-    const mca_btl_base_receive_descriptor_t desc = {
-        .endpoint = ep,
-        .des_segments = seg,
-        .des_segment_count = 1,
-        .tag = tag,
-        .cbdata = reg->cbdata,
-    };
-    reg->cbfunc(btl, &desc);
+    desc->endpoint = ep;
+    desc->tag = tag;
+    desc->cbdata = reg->cbdata;
+    reg->cbfunc(btl, desc);
 }
 
 #else /* Open MPI 4.1 */
@@ -80,21 +85,25 @@ static inline char *usnic_hostname_dup(const opal_proc_t *proc)
     return strdup(NULL != h ? h : "(unknown)");
 }
 
-/* 4.1's receive callback takes a full descriptor and no sender. */
+/* 4.1's receive callback takes a full descriptor and no sender.  Each
+ * receive buffer keeps one, set up once around its segment. */
+typedef mca_btl_base_descriptor_t usnic_rx_desc_t;
+
+static inline void usnic_rx_desc_init(usnic_rx_desc_t *desc, mca_btl_base_segment_t *seg)
+{
+    memset(desc, 0, sizeof(*desc));
+    desc->des_segments = seg;
+    desc->des_segment_count = 1;
+    desc->order = MCA_BTL_NO_ORDER;
+}
+
 static inline void usnic_deliver_to_pml(mca_btl_base_module_t *btl,
                                         struct mca_btl_base_endpoint_t *ep,
                                         const mca_btl_active_message_callback_t *reg,
-                                        mca_btl_base_tag_t tag,
-                                        const mca_btl_base_segment_t *seg)
+                                        mca_btl_base_tag_t tag, usnic_rx_desc_t *desc)
 {
-    mca_btl_base_descriptor_t desc = {
-        .des_segments = (mca_btl_base_segment_t *) seg,
-        .des_segment_count = 1,
-        .order = MCA_BTL_NO_ORDER,
-    };
-
     (void) ep;
-    reg->cbfunc(btl, tag, &desc, reg->cbdata);
+    reg->cbfunc(btl, tag, desc, reg->cbdata);
 }
 
 #endif

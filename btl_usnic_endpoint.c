@@ -30,10 +30,13 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->timer_li, opal_list_item_t);
     ep->on_sends_list = false;
     ep->on_acks_list = false;
+    ep->ack_owed = false;
     ep->on_timer_list = false;
+    ep->timer_running = false;
     OBJ_CONSTRUCT(&ep->send_queue, opal_list_t);
     ep->tx_ready = false;
     ep->rto_deadline_us = 0;
+    ep->rto_restart = false;
     ep->in_recovery = false;
     ep->recover_seq = 0;
     ep->sent_segs = NULL;
@@ -42,9 +45,16 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx_bits = NULL;
     ep->rx_frags = NULL;
     ep->rx_unacked = 0;
+    ep->ack_urgent = false;
+    ep->ack_hold_until_us = 0;
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
     ep->dup_ack_count = 0;
+    ep->tmo_pending = false;
+    ep->tmo_seq = 0;
+    ep->tmo_wait_start_us = 0;
+    ep->rx_dup_pending = false;
+    ep->rx_dup_seq = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
     ep->live = NULL;
@@ -170,6 +180,12 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
     if (ep->on_acks_list) {
         opal_list_remove_item(&module->endpoints_that_need_acks, &ep->acks_li);
         ep->on_acks_list = false;
+    }
+    if (ep->ack_owed) {
+        ep->ack_owed = false;
+        if (0 == --module->acks_owed) {
+            module->acks_due_tick = UINT64_MAX;
+        }
     }
     /* Frags never (fully) sent: forget their unsent segments, and tell the
      * PML they failed (it may wait for their callbacks). */

@@ -45,8 +45,9 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_item_t acks_li;           /* module->endpoints_that_need_acks */
     opal_list_item_t timer_li;          /* module->endpoints_with_timers */
     bool on_sends_list;
-    bool on_acks_list;
-    bool on_timer_list;
+    bool on_acks_list;                  /* may stay on after its ACK went out ... */
+    bool on_timer_list;                 /* may stay on after its timer stopped ... */
+    bool timer_running;                 /* ... this says whether it runs */
 
     /* sending; sent_segs exists from the first send on */
     opal_list_t send_queue;             /* frags waiting for the wire */
@@ -62,26 +63,41 @@ typedef struct mca_btl_base_endpoint_t {
     /* The retransmit timer (btl_usnic_retrans.c): armed while segments are
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
+    bool rto_restart;                   /* the next check_timers sets the deadline */
     bool in_recovery;                   /* since a timeout, until recover_seq is ACKed */
     uint16_t recover_seq;               /* the last sequence sent when the timer expired */
     size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */
     uint32_t next_frag_id;
     int active_large_frags;
-    double last_ack_time;               /* when the window last moved (monotonic s) */
+    double last_ack_time;               /* when the window last moved (monotonic s; set
+                                         * with the deadline) */
     usnic_peer_watch_t watch;           /* dead-peer check of the current stall */
     struct opal_btl_usnic_live_t *live; /* liveness ping answers, from the checker thread */
     usnic_rto_t rto;                    /* retransmit timeout, adapted to measured RTT */
-    bool rtt_timing;                    /* one segment per round trip is timed */
+    bool rtt_timing;                    /* a segment is being timed */
+    uint32_t rtt_skip;                  /* timer starts counted toward the next sample */
     uint16_t rtt_seq;
     double rtt_start_us;
     int dup_ack_count;
+    /* The last timer resend, until the peer shows whether it was needed:
+     * its sequence number, when the wait for it began, the congestion
+     * window before its cut. */
+    bool tmo_pending;
+    uint16_t tmo_seq;
+    double tmo_wait_start_us;
+    usnic_tx_cwnd_state_t tmo_cwnd;
 
     /* receiving */
     usnic_rx_window_t rx;
     uint64_t *rx_bits;
+    bool ack_owed;                      /* ... this says whether one is owed */
     uint64_t ack_due_tick;              /* progress tick at which to send a standalone ACK */
     uint32_t rx_unacked;                /* segments accepted since the last ACK went out */
+    bool ack_urgent;                    /* the owed ACK may not wait (schedule_ack) */
+    double ack_hold_until_us;           /* a delayed ACK leaves then at the earliest; 0: unset */
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
+    bool rx_dup_pending;                /* a duplicate arrived since the last ACK: report it */
+    uint16_t rx_dup_seq;                /* its sequence number */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

@@ -66,6 +66,11 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
 {
     frag->base.des_segments = frag->segs;
     frag->base.des_segment_count = 1;
+    /* what every frag on a free list has (opal_btl_usnic_frag_return_if_done) */
+    frag->queued = false;
+    frag->segs_unacked = 0;
+    frag->segs_posted = 0;
+    frag->cb_deferred = false;
     OBJ_CONSTRUCT(&frag->queue_li, opal_list_item_t);
     OBJ_CONSTRUCT(&frag->conv, opal_convertor_t);
     frag->seg.hdr = NULL;
@@ -90,6 +95,8 @@ int opal_btl_usnic_small_frag_init(opal_free_list_item_t *item, void *ctx)
     send_seg_construct(&frag->seg, USNIC_SEG_FRAG, item, sizeof(usnic_btl_header_t));
     frag->seg.frag = frag;
     frag->type = USNIC_FRAG_SMALL;
+    /* a small frag's one segment stays in place */
+    frag->segs[0].seg_addr.pval = frag->seg.payload;
     return OPAL_SUCCESS;
 }
 
@@ -106,6 +113,7 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
     rseg->len = USNIC_GRH_LEN + chan->mtu;
     rseg->lkey = usnic_item_lkey(item);
     rseg->next = NULL;
+    usnic_rx_desc_init(&rseg->pml_desc, &rseg->pml_seg);
     return OPAL_SUCCESS;
 }
 
@@ -132,26 +140,12 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }
-    frag->type = small ? USNIC_FRAG_SMALL : USNIC_FRAG_LARGE;
-    frag->endpoint = endpoint;
-    frag->queued = false;
-    frag->put_addr = 0;
-    frag->put_cb = NULL;
-    frag->size = size;
-    frag->segs_unacked = 0;
-    frag->segs_posted = 0;
-    frag->local_done = false;
-    frag->cb_deferred = false;
-    frag->base.des_flags = 0;
-    frag->base.des_cbfunc = NULL;
-    frag->base.des_cbdata = NULL;
-    frag->base.des_context = NULL;
-    frag->base.order = MCA_BTL_NO_ORDER;
-    frag->base.des_segment_count = 1;
+    opal_btl_usnic_frag_reset(frag, endpoint, size);
     if (small) {
-        frag->segs[0].seg_addr.pval = frag->seg.payload;
         frag->segs[0].seg_len = size;
     } else {
+        frag->type = USNIC_FRAG_LARGE;
+        frag->base.des_segment_count = 1;
         frag->segs[0].seg_addr.pval = frag->hdr_room;
         frag->segs[0].seg_len = 0;
         frag->segs[1].seg_addr.pval = NULL;

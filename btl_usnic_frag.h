@@ -130,6 +130,9 @@ typedef struct opal_btl_usnic_recv_seg_t {
     uint32_t lkey;
     uint32_t len;
     struct opal_btl_usnic_recv_seg_t *next;     /* in a batch handed to the device */
+    /* what the PML's receive callback gets for a message ending here */
+    mca_btl_base_segment_t pml_seg;
+    usnic_rx_desc_t pml_desc;
 } opal_btl_usnic_recv_seg_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_recv_seg_t);
 
@@ -137,6 +140,25 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_recv_seg_t);
 int opal_btl_usnic_chunk_init(opal_free_list_item_t *item, void *ctx);
 int opal_btl_usnic_small_frag_init(opal_free_list_item_t *item, void *ctx);
 int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx);
+
+/* What a new use of a frag changes.  A frag is back on its list only
+ * unqueued, acknowledged, off the device and with its callback run
+ * (frag_return_if_done): the other fields need no reset. */
+static inline void opal_btl_usnic_frag_reset(opal_btl_usnic_send_frag_t *frag,
+                                             struct mca_btl_base_endpoint_t *endpoint,
+                                             size_t size)
+{
+    frag->endpoint = endpoint;
+    frag->put_addr = 0;
+    frag->put_cb = NULL;
+    frag->size = size;
+    frag->local_done = false;
+    frag->base.des_flags = 0;
+    frag->base.des_cbfunc = NULL;
+    frag->base.des_cbdata = NULL;
+    frag->base.des_context = NULL;
+    frag->base.order = MCA_BTL_NO_ORDER;
+}
 
 opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(struct opal_btl_usnic_module_t *module,
                                                       struct mca_btl_base_endpoint_t *endpoint,

@@ -106,9 +106,16 @@ typedef struct opal_btl_usnic_module_t {
 
     opal_list_t all_endpoints;
     opal_list_t endpoints_with_sends;
+    /* endpoints that owe an ACK, and some that owed one: an ACK that goes
+     * out leaves its endpoint listed until the next walk, so that a busy
+     * peer does not cost a list insertion and removal per datagram */
     opal_list_t endpoints_that_need_acks;
-    uint64_t acks_due_tick;         /* no listed ACK is due before this tick */
-    opal_list_t endpoints_with_timers;  /* retransmit timers running */
+    int acks_owed;                  /* listed endpoints that do owe one */
+    uint64_t acks_due_tick;         /* no owed ACK is due before this tick */
+    /* endpoints whose retransmit timer runs, and some whose timer stopped
+     * since the last walk (unlisted then) */
+    opal_list_t endpoints_with_timers;
+    int timers_running;
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */
@@ -135,6 +142,7 @@ typedef struct opal_btl_usnic_module_t {
     bool dead;                      /* fatal error seen; stop touching the device */
     char fatal_cause[96];           /* named in the PML's abort message, if set */
     double last_dead_check;         /* when the dead-peer check last ran (monotonic s) */
+    double last_timer_check_us;     /* when the retransmit timers were last checked */
 
     opal_btl_usnic_stats_t stats;
     int stats_report_num;

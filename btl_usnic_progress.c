@@ -28,8 +28,9 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
-static void handle_completion(opal_btl_usnic_module_t *module, int channel,
-                              const opal_btl_usnic_cqe_t *cqe)
+static inline __attribute__((always_inline)) void
+handle_completion(opal_btl_usnic_module_t *module, int channel,
+                  const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
@@ -86,9 +87,33 @@ dead_qp:
     opal_btl_usnic_module_fatal(module, NULL);
 }
 
+/* After a full batch: poll the priority channel on, up to its CQ's size.
+ * Returns the size of the last batch (USNIC_POLL_BATCH: maybe more left). */
+static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t *cqe, int *count)
+{
+    opal_btl_usnic_channel_t *chan = &module->channels[USNIC_PRIORITY_CHANNEL];
+    int n = USNIC_POLL_BATCH;
+
+    for (int polled = n; USNIC_POLL_BATCH == n && polled < chan->cq_num && !module->dead;
+         polled += n) {
+        n = module->ops->poll(chan->hw, cqe, USNIC_POLL_BATCH);
+        if (OPAL_UNLIKELY(n < 0)) {
+            opal_btl_usnic_module_fatal(module, NULL);
+            return 0;
+        }
+        for (int i = 0; i < n; ++i) {
+            handle_completion(module, USNIC_PRIORITY_CHANNEL, &cqe[i]);
+        }
+        *count += n;
+    }
+    return n;
+}
+
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_cqe_t cqe[32];
+    opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
+    /* a poll came back full: completions (ACKs among them) may still wait */
+    bool backlog = false;
     int count = 0;
 
     if (OPAL_UNLIKELY(module->dead)) {
@@ -97,10 +122,14 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
         opal_btl_usnic_connectivity_report();
     }
-    /* Priority first: ACKs free window space for the data that follows. */
+    /* Priority first: ACKs free window space for the data that follows.
+     * A full batch from the priority channel is followed by more, until its
+     * CQ is drained (drain_priority): its receive queue is small, and ACKs
+     * left waiting while a busy sender's peers keep acknowledging would at
+     * last find it empty and be dropped.  The data channel gives one batch
+     * per pass, so that the ACKs for it leave at the cadence. */
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        int n = module->ops->poll(module->channels[c].hw, cqe,
-                                  (int)(sizeof(cqe) / sizeof(cqe[0])));
+        int n = module->ops->poll(module->channels[c].hw, cqe, USNIC_POLL_BATCH);
         if (OPAL_UNLIKELY(n < 0)) {
             opal_btl_usnic_module_fatal(module, NULL);
             return count;
@@ -109,6 +138,15 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
             handle_completion(module, c, &cqe[i]);
         }
         count += n;
+        if (OPAL_UNLIKELY(USNIC_POLL_BATCH == n)) {
+            if (USNIC_PRIORITY_CHANNEL == c) {
+                n = drain_priority(module, cqe, &count);
+            }
+            backlog |= USNIC_POLL_BATCH == n;
+        }
+    }
+    if (OPAL_UNLIKELY(module->dead)) {
+        return count;
     }
 
     while (!opal_list_is_empty(&module->fastpath_done)) {
@@ -131,8 +169,8 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         }
     }
 
-    if (!opal_list_is_empty(&module->endpoints_with_timers)) {
-        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us());
+    if (0 != module->timers_running) {
+        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us(), backlog);
     }
     if (OPAL_UNLIKELY(module->rdma_work)) {
         opal_btl_usnic_rdma_progress(module);

@@ -34,12 +34,11 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
     }
 }
 
-/* Hand a complete message to the PML. */
-static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, uint8_t tag,
-                    void *data, size_t len)
+/* Hand a complete message to the PML, with the descriptor of the receive
+ * buffer that completed it. */
+static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                    opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
 {
-    mca_btl_base_segment_t seg;
-
     /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one,
      * it is ours (emulated GET and atomics). */
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX ||
@@ -51,15 +50,17 @@ static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *
         }
         return;
     }
-    seg.seg_addr.pval = data;
-    seg.seg_len = len;
-    usnic_deliver_to_pml(&module->super, ep, &mca_btl_base_active_message_trigger[tag], tag, &seg);
+    rseg->pml_seg.seg_addr.pval = data;
+    rseg->pml_seg.seg_len = len;
+    usnic_deliver_to_pml(&module->super, ep, &mca_btl_base_active_message_trigger[tag], tag,
+                         &rseg->pml_desc);
 }
 
 /* Reassembly of a chunk; returns false if the chunk was dropped without
  * being recorded (so that the sender will send it again). */
 static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                       const usnic_btl_chunk_header_t *ch, const uint8_t *payload)
+                       opal_btl_usnic_recv_seg_t *rseg, const usnic_btl_chunk_header_t *ch,
+                       const uint8_t *payload)
 {
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
@@ -129,7 +130,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
     if (0 == slot->bytes_left) {
         if (0 == slot->put_addr) {
-            deliver(module, ep, slot->tag, slot->buf, slot->frag_size);
+            deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
             free(slot->buf);
         }
         slot->buf = NULL;
@@ -171,10 +172,16 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     case USNIC_RX_ACCEPT:
         return true;
     case USNIC_RX_DUP:
+        /* above a hole: the ACK it draws points at the hole */
         ++module->stats.num_dup_recvs;
         break;
     case USNIC_RX_OOW_LOW:
+        /* had it, and all before it: the sender's resend was not needed
+         * (a resend of the oldest unacknowledged segment always lands
+         * here when the original had arrived) */
         ++module->stats.num_oow_low_recvs;
+        ep->rx_dup_pending = true;
+        ep->rx_dup_seq = seq;
         break;
     case USNIC_RX_OOW_HIGH:
         ++module->stats.num_oow_high_recvs;
@@ -215,7 +222,11 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
     if (hdr->ack_present) {
-        opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
+        if (OPAL_UNLIKELY(hdr->ack_flags & USNIC_ACK_DUP_SEEN)) {
+            opal_btl_usnic_dup_report(ep, hdr->ack_seq, hdr->dup_seq);
+        } else {
+            opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
+        }
     }
     if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
         ++module->stats.num_ack_recvs;
@@ -236,15 +247,16 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         }
         ++module->stats.num_frag_recvs;
         usnic_rx_mark(&ep->rx, hdr->pkt_seq);
-        opal_btl_usnic_schedule_ack(ep, false);
+        /* A PUT is complete at its origin only when acknowledged. */
+        opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr);
         if (0 != hdr->put_addr) {
             memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
         } else {
-            deliver(module, ep, hdr->tag, hdr + 1, hdr->payload_len);
+            deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
         }
     } else {
         const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;
-        if (recv_chunk(module, ep, ch, (const uint8_t *)(ch + 1))) {
+        if (recv_chunk(module, ep, rseg, ch, (const uint8_t *)(ch + 1))) {
             ++module->stats.num_chunk_recvs;
         }
     }

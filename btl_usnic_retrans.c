@@ -8,20 +8,42 @@
  *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
  *                  ceiling.  In between, the RTO is the smoothed round trip
  *                  plus four deviations (RFC 6298, usnic_rto_* in the pure
- *                  btl_usnic_window.c), sampled once per round trip from a
- *                  segment sent only once: retrans_init, retrans_first_send
- *                  (inline, btl_usnic_retrans.h), handle_ack; a resent segment cancels its sample
- *                  (retrans_resend).
+ *                  btl_usnic_window.c), sampled every
+ *                  USNIC_RTT_SAMPLE_EVERY (8) round trips from a segment
+ *                  sent only once: retrans_init, retrans_first_send
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resent
+ *                  segment cancels its sample and the next round trip is
+ *                  timed (retrans_resend).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
  *                  the window (new_ack), so a long burst that drains
- *                  slowly never expires; progress checks it (check_timers).
+ *                  slowly never expires; progress checks it (check_timers),
+ *                  and a timer started or pushed back since the last check
+ *                  gets its deadline there, from the one clock read of
+ *                  that pass.
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
+ *                  A poll of the pass that came back full may hide the
+ *                  ACK: the timer then waits up to one more RTO; and after
+ *                  a gap of more than half btl_usnic_retrans_timeout since
+ *                  the last check (this process was descheduled or
+ *                  computing, its peer maybe too), what is due waits half
+ *                  an RTO more (check_timers).
  * backoff          the RTO doubles, up to the ceiling, at every expiry
  *                  (timer_expired); the first ACK that moves the window
  *                  undoes it (new_ack).
+ * spurious timeout a receiver that gets a segment below its window again
+ *                  names it in its next ACK (USNIC_ACK_DUP_SEEN, dup_seq).
+ *                  Naming the last timer resend, it proves the timeout
+ *                  spurious (the peer was away, the host busy): recovery
+ *                  ends, the congestion cut is undone, and the endpoint's
+ *                  RTO floor doubles (at least to how long the answer took,
+ *                  at most USNIC_RTO_FLOOR_RAISE (4) times the minimum),
+ *                  decaying back by 1/USNIC_RTO_FLOOR_DECAY (256) per
+ *                  round-trip sample (dup_report, usnic_rto_spurious).  An
+ *                  ACK with such a report that repeats the last one answers
+ *                  the duplicate and is no sign of a hole.
  * recovery         after an expiry, until everything sent before it is
  *                  acknowledged, an ACK that moves the window but stops
  *                  short points at the next lost segment, which is resent
@@ -40,12 +62,24 @@
  *                  progress pass, so that receives and their ACKs keep being
  *                  processed during a storm; a segment the device still owns
  *                  is not posted again (retrans_resend).
+ * send budget      USNIC_SENDS_PER_PASS (32) first sends per progress pass
+ *                  (opal_btl_usnic_progress_sends), so that a busy sender
+ *                  polls its CQs, and takes its peers' ACKs, every 32 posts;
+ *                  the priority CQ, which holds the ACKs, is drained each
+ *                  pass (opal_btl_usnic_module_progress).  Its peers' ACKs
+ *                  then fit its small priority receive queue.
  * ACK cadence      a standalone ACK for every USNIC_ACK_EVERY (16) accepted
  *                  datagrams, else after btl_usnic_ack_iteration_delay
- *                  progress passes without more; at once for a completed
- *                  fragment, a duplicate or a segment outside the window
- *                  (the receive path asks, schedule_ack).  Data carries an
- *                  owed ACK along (btl_usnic_ack.c).
+ *                  progress passes without more and, counted from then,
+ *                  at least ack_hold_us (btl_usnic_retrans_timeout / 8) in
+ *                  time: a receiver polling faster than datagrams arrive
+ *                  would otherwise acknowledge nearly each one, and the
+ *                  bound keeps any hold far below a sender's timer.  At once
+ *                  for a completed fragment, an emulated PUT (complete at
+ *                  its origin when acknowledged), a duplicate or a segment
+ *                  outside the window (the receive path asks,
+ *                  schedule_ack).  Data carries an owed ACK along
+ *                  (btl_usnic_ack.c).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
  *                  endpoints whose timer runs (check_dead_peers): from a
@@ -72,12 +106,12 @@
 #include "btl_usnic_util.h"
 
 #define USNIC_FAST_RETRANS_DUP_ACKS 1
-#define USNIC_ACK_EVERY 16
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
+    ep->rtt_skip = 0;
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
@@ -100,10 +134,22 @@ static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
 
 /* ---- the retransmit timer ---- */
 
+/* Nothing is unacknowledged: the timer stops, but the endpoint stays
+ * listed until the next walk (a ping-pong would unlist and relist it for
+ * every message). */
+static void timer_idle(opal_btl_usnic_endpoint_t *ep)
+{
+    /* no stall for the dead-peer check to watch */
+    ep->watch.watch_since = 0;
+    if (ep->timer_running) {
+        ep->timer_running = false;
+        --ep->module->timers_running;
+    }
+}
+
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
-    /* nothing unacknowledged: no stall for the dead-peer check to watch */
-    ep->watch.watch_since = 0;
+    timer_idle(ep);
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;
@@ -119,6 +165,13 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
                                                    ep->tx_mask];
     int n = 0;
 
+    if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
+        /* the first expiry for this segment: remember what to undo */
+        ep->tmo_pending = true;
+        ep->tmo_seq = seg->seq;
+        ep->tmo_wait_start_us = now - ep->rto.rto_us;
+        usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
+    }
     usnic_rto_backoff(&ep->rto);
     cut(ep, true);
     ep->in_recovery = true;
@@ -132,16 +185,35 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     return n;
 }
 
-int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now)
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog)
 {
-    opal_list_item_t *li;
+    opal_list_item_t *li, *next;
+    /* This process was away (descheduled, computing): nothing it saw says
+     * the peers are late, their answers may be on the way.  What is due
+     * gets half a timeout of our attention first. */
+    bool away = now - module->last_timer_check_us > usnic_component.retrans_timeout / 2.0;
     int n = 0;
 
+    module->last_timer_check_us = now;
     for (li = opal_list_get_first(&module->endpoints_with_timers);
-         li != opal_list_get_end(&module->endpoints_with_timers); li = opal_list_get_next(li)) {
+         li != opal_list_get_end(&module->endpoints_with_timers); li = next) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
                                                            timer_li);
-        if (now >= ep->rto_deadline_us) {
+        next = opal_list_get_next(li);
+        if (!ep->timer_running) {
+            opal_list_remove_item(&module->endpoints_with_timers, li);
+            ep->on_timer_list = false;
+        } else if (ep->rto_restart) {
+            /* started or pushed back since the last check: ACKs arrive in
+             * progress passes, so this is the pass that saw it */
+            ep->rto_restart = false;
+            ep->rto_deadline_us = now + ep->rto.rto_us;
+            ep->last_ack_time = now / 1e6;
+        } else if (OPAL_UNLIKELY(away)) {
+            if (ep->rto_deadline_us < now + ep->rto.rto_us / 2.0) {
+                ep->rto_deadline_us = now + ep->rto.rto_us / 2.0;
+            }
+        } else if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
         }
     }
@@ -169,7 +241,7 @@ static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 
 /* The window moved up to ack: the peer is alive, the backoff goes; in a
  * recovery a partial ACK points at the next hole. */
-static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked, double now)
+static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked)
 {
     ep->dup_ack_count = 0;
     usnic_tx_cwnd_acked(&ep->tx, acked);
@@ -185,19 +257,18 @@ static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked,
             ep->in_recovery = false;
         }
     }
+    /* (A timer that stops needs no time: the next first send restarts it.) */
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
-        opal_btl_usnic_retrans_timer_stop(ep);
+        timer_idle(ep);
     } else {
-        ep->rto_deadline_us = now + ep->rto.rto_us;
+        ep->rto_restart = true;
     }
-    ep->last_ack_time = now / 1e6;
 }
 
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint32_t acked = (uint16_t)(ack - ep->tx.ack_seq_rcvd);
-    double now;
 
     switch (usnic_tx_classify_ack(&ep->tx, ack)) {
     case USNIC_ACK_OLD:
@@ -214,7 +285,6 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         break;
     }
 
-    now = opal_btl_usnic_now_us();
     for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
         opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
@@ -224,7 +294,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ep->tx.ack_seq_rcvd = s;
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
-            usnic_rto_sample(&ep->rto, now - ep->rtt_start_us);
+            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -233,8 +303,35 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             break;
         }
     }
-    new_ack(ep, ack, acked, now);
+    new_ack(ep, ack, acked);
     opal_btl_usnic_check_rts(ep);
+}
+
+void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+
+    int16_t since = USNIC_SEQ_DIFF16(ep->tx.ack_seq_rcvd, dup_seq);
+
+    /* (near the window: not a sequence number from a lap ago) */
+    if (ep->tmo_pending && dup_seq == ep->tmo_seq && since > -4096 && since < 4096) {
+        /* The original had arrived: the timer was too quick for this
+         * path (a peer away from progress, a busy host).  No recovery, no
+         * cut, no backoff, and a higher floor for a while. */
+        ep->tmo_pending = false;
+        ep->in_recovery = false;
+        if (usnic_component.congestion_control) {
+            usnic_tx_cwnd_restore(&ep->tx, &ep->tmo_cwnd);
+        }
+        usnic_rto_spurious(&ep->rto, opal_btl_usnic_now_us() - ep->tmo_wait_start_us);
+        ++module->stats.num_spurious_timeouts;
+    }
+    /* Repeating the last ACK, it answers a duplicate, not a hole. */
+    if (OPAL_UNLIKELY(USNIC_ACK_DUP == usnic_tx_classify_ack(&ep->tx, ack))) {
+        ++module->stats.num_dup_acks;
+        return;
+    }
+    opal_btl_usnic_handle_ack(ep, ack);
 }
 
 /* ---- resending ---- */
@@ -255,9 +352,11 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         if (ep->failed) {
             continue;
         }
-        /* A resent segment's ACK says nothing about the round trip. */
+        /* A resent segment's ACK says nothing about the round trip: time
+         * the next first send instead. */
         if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
             ep->rtt_timing = false;
+            ep->rtt_skip = 0;
         }
         /* Still owned by the device from the previous post: it goes out
          * anyway, and the timer still runs. */
@@ -280,10 +379,15 @@ void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
     bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
     uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
 
-    if (!ep->on_acks_list) {
-        opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-        ep->on_acks_list = true;
+    ep->ack_urgent |= immediate;
+    if (!ep->ack_owed) {
+        ep->ack_owed = true;
+        ++ep->module->acks_owed;
         ep->ack_due_tick = due;
+        if (!ep->on_acks_list) {
+            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = true;
+        }
     } else if (immediate || ep->ack_due_tick > ticks) {
         /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;
@@ -314,7 +418,7 @@ void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
         double seen, busy;
         char ip[32];
 
-        if (ep->failed) {
+        if (ep->failed || !ep->timer_running) {
             continue;
         }
         busy = opal_btl_usnic_liveness_busy(ep);

@@ -21,26 +21,31 @@ BEGIN_C_DECLS
 /* A fresh endpoint: timeout at its minimum, no timer, its peer alive now. */
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
 
+/* Round trips between two RTT samples (a power of two): a smoothed
+ * estimate needs no sample per message, and each costs two clock reads. */
+#define USNIC_RTT_SAMPLE_EVERY 8
+
 /* A segment went out for the first time and the round-trip clock or the
- * retransmit timer is idle: time it, and start the timer (inline: once per
- * round trip on the send path).  One clock read, and only when something
- * starts: the timer and the dead-peer clock run only while data is
- * unacknowledged. */
+ * retransmit timer is idle (inline: once per round trip on the send path).
+ * Every USNIC_RTT_SAMPLE_EVERY-th time the segment is timed; the timer is
+ * armed without a clock read: the next check_timers, which reads the clock
+ * once for all timers of its pass, sets its deadline. */
 static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep,
                                                     uint16_t seq)
 {
-    double now = opal_btl_usnic_now_us();
-
-    if (!ep->rtt_timing) {
+    if (!ep->rtt_timing && 0 == (ep->rtt_skip++ & (USNIC_RTT_SAMPLE_EVERY - 1))) {
         ep->rtt_timing = true;
         ep->rtt_seq = seq;
-        ep->rtt_start_us = now;
+        ep->rtt_start_us = opal_btl_usnic_now_us();
     }
-    if (!ep->on_timer_list) {
-        ep->last_ack_time = now / 1e6;
-        ep->rto_deadline_us = now + ep->rto.rto_us;
-        opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
-        ep->on_timer_list = true;
+    if (!ep->timer_running) {
+        ep->timer_running = true;
+        ++ep->module->timers_running;
+        ep->rto_restart = true;
+        if (!ep->on_timer_list) {
+            opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
+            ep->on_timer_list = true;
+        }
     }
 }
 
@@ -48,13 +53,34 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
  * sample the round trip, and act on it as the policy says. */
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
 
-/* Nothing is unacknowledged any more (or the endpoint goes away). */
+/* An ACK that also reports dup_seq as received again: a timer resend of
+ * it was spurious (undone, and the endpoint's timeout floor raised), and
+ * the ACK itself, if it repeats the last one, is no sign of a loss. */
+void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq);
+
+/* The endpoint goes away: its timer stops and it leaves the timer list. */
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
+
+/* A standalone ACK goes out at the latest after this many accepted datagrams. */
+#define USNIC_ACK_EVERY 16
+
+/* Completions taken from a CQ per poll call. */
+#define USNIC_POLL_BATCH 32
+
+/* Segments the send engine posts per progress pass at most, so that a busy
+ * sender polls its CQs (and the ACKs its peers send back) at least every
+ * this many sends: its peers' ACKs per pass stay well inside its priority
+ * receive queue, and their messages are not left unanswered for a whole
+ * window's worth of posts. */
+#define USNIC_SENDS_PER_PASS 32
 
 /* Expire the module's retransmit timers that are due at `now` (monotonic
  * microseconds): the oldest unacknowledged segment of such an endpoint is
- * queued for resending.  Returns the number of segments queued. */
-int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now);
+ * queued for resending.  A timer (re)started since the last check starts at
+ * `now`.  backlog: a poll of this pass came back full, so the ACK may be
+ * waiting in a CQ; a timer then waits up to one more timeout for the next
+ * passes to read it.  Returns the number of segments queued. */
+int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog);
 
 /* Post the queued retransmits, within the per-pass budget. */
 void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);

@@ -31,53 +31,6 @@ void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_s
     opal_btl_usnic_check_rts(ep);
 }
 
-void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                        opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
-        opal_btl_usnic_module_fatal(module, NULL);
-        return;
-    }
-    /* Only a send that asked for a completion still holds its buffer. */
-    if (0 != seg->posted) {
-        ++seg->frag->segs_posted;
-        --ep->send_credits;
-    }
-}
-
-/* First transmission of a segment: give it the next sequence number,
- * record it in the window, piggy-back an owed ACK, post, arm the timer. */
-static void send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    usnic_btl_header_t *hdr = seg->hdr;
-    uint16_t seq;
-    uint64_t inflight;
-
-    if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
-        opal_btl_usnic_connectivity_check(ep);
-    }
-    seq = ep->tx.next_seq_to_send++;
-
-    seg->seq = seq;
-    hdr->sender = usnic_component.my_hashed_name;
-    hdr->pkt_seq = seq;
-    hdr->put_addr = seg->frag->put_addr;
-    opal_btl_usnic_piggyback_ack(ep, hdr);
-    ep->sent_segs[seq & ep->tx_mask] = seg;
-    seg->ack_pending = true;
-    opal_btl_usnic_send_post(module, ep, seg, channel);
-
-    if (!ep->rtt_timing || !ep->on_timer_list) {
-        opal_btl_usnic_retrans_first_send(ep, seq);
-    }
-
-    inflight = usnic_tx_window_inflight(&ep->tx);
-    if (inflight > module->stats.max_sent_window_size) {
-        module->stats.max_sent_window_size = inflight;
-    }
-}
-
 /* Tell the PML, once, that its send buffer is free (status OPAL_SUCCESS) or
  * that the send failed.  PUT completion is remote completion: put_done.
  * A descriptor the PML owns is its own again after the callback, and may
@@ -130,38 +83,6 @@ void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_s
     if (0 == frag->segs_unacked) {
         put_done(module, frag, OPAL_ERR_UNREACH);
     }
-}
-
-/* A small frag is one datagram: header and payload already in place. */
-static void send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_frag_t *frag, int channel)
-{
-    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
-    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
-    frag->seg.hdr->payload_len = (uint16_t) frag->size;
-    frag->seg.hdr->tag = frag->tag;
-    frag->segs_unacked = 1;
-    send_segment(module, ep, &frag->seg, channel);
-    ++module->stats.num_frag_sends;
-}
-
-bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_frag_t *frag)
-{
-    opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
-
-    /* Never overtake queued frags, leave send slots for ACKs, and never send
-     * more than the peer's priority queue has buffers for. */
-    if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
-        !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
-        ep->prio_inflight >= ep->prio_window || ep->failed) {
-        return false;
-    }
-    frag->seg.prio = true;
-    ++ep->prio_inflight;
-    send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
-    ++module->stats.num_fast_sends;
-    return true;
 }
 
 /* Pack exactly n bytes from the frag's convertor: every chunk but the last
@@ -264,7 +185,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     ch->frag_offset = (uint32_t) off;
     frag->sent_offset += len;
     ++frag->segs_unacked;
-    send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
+    opal_btl_usnic_send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
     ++module->stats.num_chunk_sends;
     return frag->sent_offset >= frag->size ? CHUNK_LAST : CHUNK_SENT;
 }
@@ -279,7 +200,7 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     chunk_result_t res;
 
     if (USNIC_FRAG_SMALL == frag->type) {
-        send_small_frag(module, ep, frag, USNIC_DATA_CHANNEL);
+        opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_DATA_CHANNEL);
         res = CHUNK_LAST;
     } else {
         /* Keep reassembly slots unique at the receiver (see USNIC_RX_FRAG_SLOTS). */
@@ -305,12 +226,14 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
+    int budget = USNIC_SENDS_PER_PASS;
 
     if (!opal_list_is_empty(&module->pending_resend_segs)) {
         opal_btl_usnic_retrans_resend(module);
     }
 
-    while (data->sd_wqe > 0 && !opal_list_is_empty(&module->endpoints_with_sends)) {
+    while (budget > 0 && data->sd_wqe > 0 &&
+           !opal_list_is_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =
             usnic_container_of(opal_list_get_first(&module->endpoints_with_sends),
                                opal_btl_usnic_endpoint_t, sends_li);
@@ -328,6 +251,7 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
              * have returned some, rather than spin here. */
             break;
         }
+        --budget;
         if (!ep->on_sends_list) {
             continue;
         }
@@ -340,35 +264,10 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_due_acks(module);
 }
 
-void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
+void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
-
-    if (seg->on_resend_list) {
-        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
-        seg->on_resend_list = false;
-    }
-    seg->ack_pending = false;
-    if (seg->prio) {
-        seg->prio = false;
-        --ep->prio_inflight;
-    }
-    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
-        opal_free_list_return(&module->chunk_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
-    }
-    /* A large frag still being chunked is not done even if all of its
-     * chunks so far are acknowledged. */
-    if (0 != --frag->segs_unacked || frag->queued) {
-        return;
-    }
-    if (USNIC_FRAG_LARGE == frag->type) {
-        --ep->active_large_frags;
-    }
     /* A flush at del_procs "acknowledges" what may never have arrived. */
-    put_done(module, frag, ep->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
-    opal_btl_usnic_frag_return_if_done(module, frag);
+    put_done(module, frag, frag->endpoint->exiting ? OPAL_ERR_UNREACH : OPAL_SUCCESS);
 }
 
 void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg,

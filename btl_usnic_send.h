@@ -9,9 +9,13 @@
 #ifndef BTL_USNIC_SEND_H
 #define BTL_USNIC_SEND_H
 
+#include "btl_usnic_ack.h"
+#include "btl_usnic_channel.h"
+#include "btl_usnic_connectivity.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_retrans.h"
 
 BEGIN_C_DECLS
 
@@ -29,14 +33,94 @@ static inline void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 /* Queue a frag whose segments are filled in; sending happens in progress. */
 void opal_btl_usnic_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);
 
-/* Try the priority-channel fast path for a small frag: true if it went out. */
-bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_frag_t *frag);
-
 /* Post a segment (first send or resend); a failure means the device is
- * gone and is fatal. */
-void opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_seg_t *seg, int channel);
+ * gone and is fatal.  (Inline: every send.) */
+static inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, seg, channel))) {
+        opal_btl_usnic_module_fatal(module, NULL);
+        return;
+    }
+    /* Only a send that asked for a completion still holds its buffer. */
+    if (0 != seg->posted) {
+        ++seg->frag->segs_posted;
+        --ep->send_credits;
+    }
+}
+
+/* First transmission of a segment: give it the next sequence number,
+ * record it in the window, piggy-back an owed ACK, post, arm the timer
+ * (inlined: every send). */
+static inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                            opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    usnic_btl_header_t *hdr = seg->hdr;
+    uint16_t seq;
+    uint64_t inflight;
+
+    if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
+        opal_btl_usnic_connectivity_check(ep);
+    }
+    seq = ep->tx.next_seq_to_send++;
+
+    seg->seq = seq;
+    hdr->sender = usnic_component.my_hashed_name;
+    hdr->pkt_seq = seq;
+    hdr->put_addr = seg->frag->put_addr;
+    opal_btl_usnic_piggyback_ack(ep, hdr);
+    ep->sent_segs[seq & ep->tx_mask] = seg;
+    seg->ack_pending = true;
+    opal_btl_usnic_send_post(module, ep, seg, channel);
+
+    if (!ep->rtt_timing || !ep->timer_running) {
+        opal_btl_usnic_retrans_first_send(ep, seq);
+    }
+
+    inflight = usnic_tx_window_inflight(&ep->tx);
+    if (inflight > module->stats.max_sent_window_size) {
+        module->stats.max_sent_window_size = inflight;
+    }
+}
+
+/* A small frag is one datagram: header and payload already in place
+ * (inlined: every small send). */
+static inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                               opal_btl_usnic_send_frag_t *frag, int channel)
+{
+    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
+    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    frag->seg.hdr->payload_len = (uint16_t) frag->size;
+    frag->seg.hdr->tag = frag->tag;
+    frag->segs_unacked = 1;
+    opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
+    ++module->stats.num_frag_sends;
+}
+
+/* Try the priority-channel fast path for a small frag: true if it went out
+ * (inline: every sendi). */
+static inline __opal_attribute_always_inline__ bool
+opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
+
+    /* Never overtake queued frags, leave send slots for ACKs, and never send
+     * more than the peer's priority queue has buffers for. */
+    if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
+        !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
+        ep->prio_inflight >= ep->prio_window || ep->failed) {
+        return false;
+    }
+    frag->seg.prio = true;
+    ++ep->prio_inflight;
+    opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
+    ++module->stats.num_fast_sends;
+    return true;
+}
 
 /* Resends, then new sends, then due standalone ACKs. */
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module);
@@ -53,8 +137,48 @@ void opal_btl_usnic_frag_local_done(opal_btl_usnic_module_t *module,
  * PML callback, if not yet run, reports OPAL_ERR_UNREACH. */
 void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
 
-/* A segment is acknowledged (called by the ACK code). */
-void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg);
+/* All of an emulated PUT is acknowledged: its completion callback. */
+void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
+
+/* A segment is acknowledged (called by the ACK code; inline: every
+ * acknowledged segment). */
+static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    if (seg->on_resend_list) {
+        opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
+        seg->on_resend_list = false;
+    }
+    seg->ack_pending = false;
+    if (seg->prio) {
+        seg->prio = false;
+        --ep->prio_inflight;
+    }
+    if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
+        opal_free_list_return(&module->chunk_segs,
+                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+    }
+    /* A large frag still being chunked is not done even if all of its
+     * chunks so far are acknowledged. */
+    if (0 != --frag->segs_unacked || frag->queued) {
+        return;
+    }
+    if (USNIC_FRAG_LARGE == frag->type) {
+        --ep->active_large_frags;
+    } else if (0 == frag->put_addr && !frag->cb_deferred && 0 == frag->segs_posted &&
+               (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
+        /* The usual end of a small send, as frag_return_if_done would do it. */
+        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        return;
+    }
+    if (0 != frag->put_addr) {
+        opal_btl_usnic_put_acked(module, frag);
+    }
+    opal_btl_usnic_frag_return_if_done(module, frag);
+}
 
 END_C_DECLS
 #endif /* BTL_USNIC_SEND_H */

@@ -23,6 +23,7 @@
     X(num_timeout_retrans, "retransmits caused by the retransmit timer")     \
     X(num_fast_retrans, "retransmits caused by duplicate ACKs")              \
     X(num_cwnd_cuts, "congestion window reductions after a loss")            \
+    X(num_spurious_timeouts, "retransmit timeouts undone: the peer reported the resent segment a duplicate") \
     X(num_total_recvs, "datagrams received")                                  \
     X(num_frag_recvs, "small fragments received")                             \
     X(num_chunk_recvs, "chunks received")                                     \

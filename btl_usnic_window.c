@@ -104,7 +104,7 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us)
 {
     r->srtt_us = 0;
     r->rttvar_us = 0;
-    r->min_us = min_us;
+    r->min_us = r->base_min_us = min_us;
     r->max_us = max_us > min_us ? max_us : min_us;
     r->rto_us = min_us;
     r->have_sample = false;
@@ -121,6 +121,9 @@ static uint32_t rto_clamp(const usnic_rto_t *r, double us)
 
 void usnic_rto_sample(usnic_rto_t *r, double sample_us)
 {
+    if (r->min_us > r->base_min_us) {
+        r->min_us -= (r->min_us - r->base_min_us + USNIC_RTO_FLOOR_DECAY - 1) / USNIC_RTO_FLOOR_DECAY;
+    }
     if (!r->have_sample) {
         r->srtt_us = sample_us;
         r->rttvar_us = sample_us / 2;
@@ -138,6 +141,26 @@ void usnic_rto_reset(usnic_rto_t *r)
 {
     r->rto_us = r->have_sample ? rto_clamp(r, r->srtt_us + 4 * r->rttvar_us) : r->min_us;
     r->backed_off = false;
+}
+
+void usnic_rto_spurious(usnic_rto_t *r, double needed_us)
+{
+    uint64_t cap = (uint64_t) r->base_min_us * USNIC_RTO_FLOOR_RAISE;
+    uint64_t floor = 2 * (uint64_t) r->min_us;
+
+    if (needed_us > floor) {
+        floor = (uint64_t) needed_us;
+    }
+    if (floor > cap) {
+        floor = cap;
+    }
+    if (floor > r->max_us) {
+        floor = r->max_us;
+    }
+    if (floor > r->min_us) {
+        r->min_us = (uint32_t) floor;
+    }
+    usnic_rto_reset(r);
 }
 
 void usnic_rto_backoff(usnic_rto_t *r)
@@ -166,44 +189,6 @@ usnic_peer_verdict_t usnic_peer_judge(usnic_peer_watch_t *w, double now, double 
         return USNIC_PEER_PING;
     }
     return USNIC_PEER_OK;
-}
-
-usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size)
-{
-    const usnic_btl_header_t *h = buf;
-    const usnic_btl_chunk_header_t *ch = buf;
-
-    if (len < sizeof(*h)) {
-        return USNIC_PKT_SHORT;
-    }
-    switch (h->payload_type) {
-    case USNIC_PAYLOAD_TYPE_ACK:
-        if (!h->ack_present || 0 != h->payload_len || sizeof(*h) != len) {
-            return USNIC_PKT_BAD_LENGTH;
-        }
-        return USNIC_PKT_OK;
-    case USNIC_PAYLOAD_TYPE_FRAG:
-        if (sizeof(*h) + (size_t)h->payload_len != len) {
-            return USNIC_PKT_BAD_LENGTH;
-        }
-        return USNIC_PKT_OK;
-    case USNIC_PAYLOAD_TYPE_CHUNK:
-        if (len < sizeof(*ch)) {
-            return USNIC_PKT_SHORT;
-        }
-        if (sizeof(*ch) + (size_t)h->payload_len != len) {
-            return USNIC_PKT_BAD_LENGTH;
-        }
-        if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
-            (0 == h->put_addr && ch->frag_size > max_frag_size) ||
-            ch->frag_offset >= ch->frag_size ||
-            h->payload_len > ch->frag_size - ch->frag_offset) {
-            return USNIC_PKT_BAD_CHUNK;
-        }
-        return USNIC_PKT_OK;
-    default:
-        return USNIC_PKT_BAD_TYPE;
-    }
 }
 
 const char *usnic_pkt_result_str(usnic_pkt_result_t r)

@@ -75,6 +75,32 @@ static inline void usnic_tx_cwnd_acked(usnic_tx_window_t *w, uint32_t acked)
     }
 }
 
+/* What a congestion-window cut changes, to undo it when the loss that
+ * caused it proves spurious. */
+typedef struct {
+    uint32_t cwnd, ssthresh, cwnd_acked;
+    uint16_t cut_seq;
+    bool cut_active;
+} usnic_tx_cwnd_state_t;
+
+static inline void usnic_tx_cwnd_save(const usnic_tx_window_t *w, usnic_tx_cwnd_state_t *s)
+{
+    s->cwnd = w->cwnd;
+    s->ssthresh = w->ssthresh;
+    s->cwnd_acked = w->cwnd_acked;
+    s->cut_seq = w->cut_seq;
+    s->cut_active = w->cut_active;
+}
+
+static inline void usnic_tx_cwnd_restore(usnic_tx_window_t *w, const usnic_tx_cwnd_state_t *s)
+{
+    w->cwnd = s->cwnd;
+    w->ssthresh = s->ssthresh;
+    w->cwnd_acked = s->cwnd_acked;
+    w->cut_seq = s->cut_seq;
+    w->cut_active = s->cut_active;
+}
+
 typedef enum {
     USNIC_ACK_NEW,      /* acknowledges one or more outstanding segments */
     USNIC_ACK_DUP,      /* repeats the last ACK: the next segment was likely lost */
@@ -155,7 +181,8 @@ typedef struct {
     double srtt_us;
     double rttvar_us;
     uint32_t rto_us;
-    uint32_t min_us;
+    uint32_t min_us;            /* the floor now: base_min_us, or raised after a spurious timeout */
+    uint32_t base_min_us;       /* the configured floor */
     uint32_t max_us;
     bool have_sample;
     bool backed_off;
@@ -165,6 +192,14 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us);
 /* A round-trip sample of a segment sent once (never of a resent one). */
 void usnic_rto_sample(usnic_rto_t *r, double sample_us);
 void usnic_rto_backoff(usnic_rto_t *r);
+/* A timeout proved spurious (the peer had the segment): the floor doubles,
+ * to at least needed_us (how long the answer took), at most
+ * USNIC_RTO_FLOOR_RAISE times the configured floor, and the backoff goes.
+ * Each round-trip sample then takes it 1/USNIC_RTO_FLOOR_DECAY of the way
+ * back down to the configured floor. */
+#define USNIC_RTO_FLOOR_RAISE 4
+#define USNIC_RTO_FLOOR_DECAY 256
+void usnic_rto_spurious(usnic_rto_t *r, double needed_us);
 /* The peer acknowledged something new: it is alive and the path works, so
  * the timeout goes back to what the round trips say (no backoff). */
 void usnic_rto_reset(usnic_rto_t *r);
@@ -231,8 +266,46 @@ typedef enum {
 } usnic_pkt_result_t;
 
 /* Checks a datagram's headers against the bytes the device delivered
- * (payload after the GRH).  max_frag_size bounds chunked fragments. */
-usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len, uint32_t max_frag_size);
+ * (payload after the GRH).  max_frag_size bounds chunked fragments.
+ * (Inline: every datagram.) */
+static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
+                                                    uint32_t max_frag_size)
+{
+    const usnic_btl_header_t *h = buf;
+    const usnic_btl_chunk_header_t *ch = buf;
+
+    if (len < sizeof(*h)) {
+        return USNIC_PKT_SHORT;
+    }
+    switch (h->payload_type) {
+    case USNIC_PAYLOAD_TYPE_ACK:
+        if (!h->ack_present || 0 != h->payload_len || sizeof(*h) != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_FRAG:
+        if (sizeof(*h) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        return USNIC_PKT_OK;
+    case USNIC_PAYLOAD_TYPE_CHUNK:
+        if (len < sizeof(*ch)) {
+            return USNIC_PKT_SHORT;
+        }
+        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+            return USNIC_PKT_BAD_LENGTH;
+        }
+        if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
+            (0 == h->put_addr && ch->frag_size > max_frag_size) ||
+            ch->frag_offset >= ch->frag_size ||
+            h->payload_len > ch->frag_size - ch->frag_offset) {
+            return USNIC_PKT_BAD_CHUNK;
+        }
+        return USNIC_PKT_OK;
+    default:
+        return USNIC_PKT_BAD_TYPE;
+    }
+}
 
 const char *usnic_pkt_result_str(usnic_pkt_result_t r);
 

@@ -34,17 +34,22 @@ enum {
 };
 
 /* Every datagram starts with this 32-byte header. */
+/* ack_flags: since its last ACK the receiver got a datagram it already had
+ * (dup_seq): the sender's resend of it was not needed. */
+#define USNIC_ACK_DUP_SEEN 0x01
+
 typedef struct {
     uint64_t sender;        /* (jobid << 32) | vpid of the sending process */
     uint16_t pkt_seq;       /* sequence number; unused in ACKs */
     uint16_t ack_seq;       /* cumulative ACK, valid if ack_present */
     uint16_t payload_len;   /* bytes after this (or the chunk) header */
-    uint16_t reserved;
+    uint16_t dup_seq;       /* with USNIC_ACK_DUP_SEEN: a sequence number received again */
     uint64_t put_addr;      /* 0 for a send, else the target address of an emulated PUT */
     uint8_t payload_type;   /* USNIC_PAYLOAD_TYPE_* */
     uint8_t ack_present;
     uint8_t tag;            /* active-message tag for the PML */
-    uint8_t pad[5];
+    uint8_t ack_flags;      /* USNIC_ACK_*, valid if ack_present */
+    uint8_t pad[4];
 } usnic_btl_header_t;
 
 /* A chunk of a fragment too large for one datagram: 48 bytes. */

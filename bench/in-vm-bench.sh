@@ -21,7 +21,8 @@ if [ "$mode" = quick ]; then
 else
     SIZES=$(pow2 1 4194304) MR_SIZES=$(pow2 1 4194304) RAW_SIZES=$(pow2 1 4096)
     SCALE_PER_HOST="1 2 4 8"
-    MB_ARGS=(-T 300 -W 60 -n 2 -N 10000) RAW_LAT_ITERS=1000 RAW_BW_ITERS=2000
+    # at least 20 measured iterations of every size, however slow the large ones are
+    MB_ARGS=(-T 300 -W 60 -n 20 -N 10000) RAW_LAT_ITERS=1000 RAW_BW_ITERS=2000
 fi
 MR_PAIRS=2
 {

@@ -42,7 +42,14 @@ if [ "$mode" = in-vm ]; then
     mpicc -O2 -Wall -o "$WORK/mpibench" bench/mpibench.c
     for ((r = 1; r <= rounds; r++)); do
         for link in 0 "$loss"; do
-            if [ "$link" = 0 ]; then netem_clear; else netem_roce A loss "$link%"; netem_roce B loss "$link%"; fi
+            # (in a || list: the helpers' tc calls that find no qdisc to delete do not end the
+            # script under set -e; their own checks still fail it)
+            if [ "$link" = 0 ]; then
+                netem_clear || true
+            else
+                netem_roce A loss "$link%" || exit 1
+                netem_roce B loss "$link%" || exit 1
+            fi
             order="1 0"
             [ $((r % 2)) = 0 ] && order="0 1"
             for cc in $order; do
@@ -55,7 +62,7 @@ if [ "$mode" = in-vm ]; then
             done
         done
     done
-    netem_clear
+    netem_clear || true
     exit 0
 fi
 

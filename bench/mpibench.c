@@ -30,6 +30,12 @@
  * and the shortest iteration time per message; MB/S (10^6 B/s) and MSG/S are
  * totals over the measured time.
  *
+ * With the usnic BTL loaded, each size is followed by a line of usnic's counters over
+ * that size (warm-up included), summed over all ranks:
+ *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N
+ * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
+ * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious.
+ *
  * For instruction counts (bench/in-vm-bench.sh): the measured iterations run
  * in measured_iteration() and -P N makes rank 0 finally run N idle progress
  * passes in idle_progress(), so that callgrind can count either alone.
@@ -153,6 +159,71 @@ __attribute__((noinline)) void idle_progress(long n)
     }
 }
 
+/* usnic's retransmit counters (MPI_T), read around each size when the usnic BTL is loaded:
+ * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
+ * (below the window and inside it), timeouts found spurious.  A name the component lacks
+ * reads as 0. */
+#define NCTR 8
+static const char *ctr_names[NCTR] = {
+    "btl_usnic_num_frag_sends", "btl_usnic_num_chunk_sends", "btl_usnic_num_timeout_retrans",
+    "btl_usnic_num_fast_retrans", "btl_usnic_num_resends", "btl_usnic_num_oow_low_recvs",
+    "btl_usnic_num_dup_recvs", "btl_usnic_num_spurious_timeouts",
+};
+static MPI_T_pvar_session ctr_session;
+static MPI_T_pvar_handle ctr_h[NCTR];
+static int ctr_n[NCTR], ctr_have[NCTR], ctr_on, ctr_session_ok;
+
+static void ctr_init(void)
+{
+    int provided;
+
+    if (MPI_SUCCESS != MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) ||
+        MPI_SUCCESS != MPI_T_pvar_session_create(&ctr_session)) {
+        return;
+    }
+    ctr_session_ok = 1;
+    for (int i = 0; i < NCTR; ++i) {
+        int idx;
+
+        ctr_have[i] = MPI_SUCCESS == MPI_T_pvar_get_index(ctr_names[i], MPI_T_PVAR_CLASS_COUNTER,
+                                                          &idx) &&
+                      MPI_SUCCESS == MPI_T_pvar_handle_alloc(ctr_session, idx, NULL, &ctr_h[i],
+                                                             &ctr_n[i]) &&
+                      ctr_n[i] <= 16;
+    }
+    /* every rank loads the same BTLs: all or none have the counters */
+    ctr_on = ctr_have[0];
+}
+
+static void ctr_read(unsigned long long *v)
+{
+    for (int i = 0; i < NCTR; ++i) {
+        unsigned long long buf[16] = {0};
+
+        v[i] = 0;
+        if (ctr_have[i] && MPI_SUCCESS == MPI_T_pvar_read(ctr_session, ctr_h[i], buf)) {
+            for (int k = 0; k < ctr_n[i]; ++k) {
+                v[i] += buf[k];
+            }
+        }
+    }
+}
+
+static void ctr_fini(void)
+{
+    if (!ctr_session_ok) {
+        return;
+    }
+    for (int i = 0; i < NCTR; ++i) {
+        if (ctr_have[i]) {
+            MPI_T_pvar_handle_free(ctr_session, &ctr_h[i]);
+        }
+    }
+    MPI_T_pvar_session_free(&ctr_session);
+    /* before MPI_Finalize: Open MPI 4.1.4 crashes in an MPI_T_finalize after it */
+    MPI_T_finalize();
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *) a, y = *(const double *) b;
@@ -173,7 +244,12 @@ static void run_size(int test, size_t size, double *times)
     int window = window_for(test, size);
     long counts[2], msgs = 0;
     double t, first, elapsed, med;
+    unsigned long long c0[NCTR], c1[NCTR], sum[NCTR];
 
+    /* (read before the barrier: no peer has sent anything of this size yet) */
+    if (ctr_on) {
+        ctr_read(c0);
+    }
     /* warm-up: one timed iteration decides how many more fit the warm-up budget */
     MPI_Barrier(MPI_COMM_WORLD);
     t = MPI_Wtime();
@@ -197,6 +273,15 @@ static void run_size(int test, size_t size, double *times)
         times[i] = MPI_Wtime() - t;
     }
     elapsed = MPI_Wtime() - elapsed;
+    if (ctr_on) {
+        /* the last ACKs of the size are in before anyone reads */
+        MPI_Barrier(MPI_COMM_WORLD);
+        ctr_read(c1);
+        for (int i = 0; i < NCTR; ++i) {
+            c1[i] -= c0[i];
+        }
+        MPI_Reduce(c1, sum, NCTR, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    }
     /* mr: every pair must be done, the slowest sender sets the time */
     if (T_MR == test) {
         double mine = elapsed;
@@ -215,6 +300,11 @@ static void run_size(int test, size_t size, double *times)
                times[0] / per_iter * 1e6,
                elapsed > 0 ? (double) size * msgs / elapsed / 1e6 : 0.0,
                elapsed > 0 ? msgs / elapsed : 0.0);
+        if (ctr_on) {
+            printf("usnic %-5s %8zu data=%llu timer=%llu fast=%llu resends=%llu dups=%llu "
+                   "spurious=%llu\n", test_names[test], size, sum[0] + sum[1], sum[2], sum[3],
+                   sum[4], sum[5] + sum[6], sum[7]);
+        }
         fflush(stdout);
     }
 }
@@ -312,6 +402,7 @@ int main(int argc, char **argv)
     }
     memset(sbuf, 'a' + rank % 26, bufsize);
     memset(rbuf, 0, bufsize);
+    ctr_init();
 
     if (0 == rank) {
         printf("# mpibench: %d ranks, %d pair(s) for mr; budget %.0f ms/size, warm-up %.0f ms, "
@@ -341,6 +432,7 @@ int main(int argc, char **argv)
     free(reqs);
     free(sbuf);
     free(rbuf);
+    ctr_fini();
     MPI_Finalize();
     return 0;
 }

@@ -63,6 +63,19 @@ get() {
     awk -v t="$1" -v x="$2" -v s="$3" -v c="$col" '
         $1 == t && $2 == x && $3 == s { print $c; exit }' "$out/medians.tsv"
 }
+# pratio TEST SIZE COLUMN(7 mean|8 median|9 min|10 MB/s): usnic / raw UD paired run by run (the
+# same run of the interleaved suite), as "MEDIAN (MIN-MAX)" over the runs; "–" if no run has both
+pratio() {
+    awk -v x="$1" -v s="$2" -v c="$3" '
+        $3 == x && $4 == s && ($1 == "usnic" || $1 == "rawud") { v[$1, $2] = $c; r[$2] = 1 }
+        END {
+            for (k in r) if ((("usnic", k) in v) && (("rawud", k) in v) && v["rawud", k] + 0 > 0)
+                a[++n] = v["usnic", k] / v["rawud", k]
+            if (!n) { print "–"; exit }
+            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+            m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+            printf "%.2f (%.2f-%.2f)\n", m, a[1], a[n] }' "$out/all.tsv"
+}
 # fmt VALUE: a number with 3 significant digits at least, "–" if missing
 fmt() {
     awk -v v="$1" 'BEGIN {
@@ -215,12 +228,17 @@ fi
     echo
     echo "Ratio > 1: usnic is slower. The means (OSU's figure) are skewed by long outliers."
     echo
-    echo "| size | usnic | raw UD | tcp | usnic / raw UD | usnic / tcp | usnic mean | tcp mean |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "\`paired\`: usnic / raw UD run by run (both measured in the same round of the interleaved"
+    echo "suite), the median over the runs and, in brackets, the smallest and largest: a change"
+    echo "that stays inside that range is noise."
+    echo
+    echo "| size | usnic | raw UD | tcp | usnic / raw UD | paired usnic / raw UD | usnic / tcp | usnic mean | tcp mean |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for s in $sizes; do
         u=$(get usnic lat "$s" median) r=$(get rawud lat "$s" median) t=$(get tcp lat "$s" median)
         echo "| $(human "$s") | $(fmt "$u") | $(fmt "$r") | $(fmt "$t") | $(ratio "$u" "$r") |" \
-             "$(ratio "$u" "$t") | $(fmt "$(get usnic lat "$s" mean)") | $(fmt "$(get tcp lat "$s" mean)") |"
+             "$(pratio lat "$s" 8) | $(ratio "$u" "$t") | $(fmt "$(get usnic lat "$s" mean)") |" \
+             "$(fmt "$(get tcp lat "$s" mean)") |"
     done
     echo
     echo "## Best-case latency (µs, half round trip: the shortest iteration)"
@@ -228,25 +246,26 @@ fi
     echo "The shortest round trip of each run (perftest: \`t_min\`), the least disturbed by"
     echo "the host's scheduling of the VM's vCPUs: closest to what the software path costs."
     echo
-    echo "| size | usnic | raw UD | tcp | usnic / raw UD | usnic / tcp |"
-    echo "|---:|---:|---:|---:|---:|---:|"
+    echo "| size | usnic | raw UD | tcp | usnic / raw UD | paired usnic / raw UD | usnic / tcp |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|"
     for s in $sizes; do
         u=$(get usnic lat "$s" min) r=$(get rawud lat "$s" min) t=$(get tcp lat "$s" min)
         echo "| $(human "$s") | $(fmt "$u") | $(fmt "$r") | $(fmt "$t") | $(ratio "$u" "$r") |" \
-             "$(ratio "$u" "$t") |"
+             "$(pratio lat "$s" 9) | $(ratio "$u" "$t") |"
     done
     echo
     echo "## Bandwidth (MB/s, one direction)"
     echo
     echo "Ratio < 1: usnic is slower. \`win\`: messages per window (usnic and tcp)."
     echo
-    echo "| size | win | usnic | raw UD | tcp | usnic / raw UD | usnic / tcp | usnic msg/s | raw UD msg/s | tcp msg/s |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| size | win | usnic | raw UD | tcp | usnic / raw UD | paired usnic / raw UD | usnic / tcp | usnic msg/s | raw UD msg/s | tcp msg/s |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for s in $sizes; do
         u=$(get usnic bw "$s" mbs) r=$(get rawud bw "$s" mbs) t=$(get tcp bw "$s" mbs)
         echo "| $(human "$s") | $(get usnic bw "$s" win) | $(fmt "$u") | $(fmt "$r") | $(fmt "$t") |" \
-             "$(ratio "$u" "$r") | $(ratio "$u" "$t") | $(fmt "$(get usnic bw "$s" rate)") |" \
-             "$(fmt "$(get rawud bw "$s" rate)") | $(fmt "$(get tcp bw "$s" rate)") |"
+             "$(ratio "$u" "$r") | $(pratio bw "$s" 10) | $(ratio "$u" "$t") |" \
+             "$(fmt "$(get usnic bw "$s" rate)") | $(fmt "$(get rawud bw "$s" rate)") |" \
+             "$(fmt "$(get tcp bw "$s" rate)") |"
     done
     echo
     echo "## Bidirectional bandwidth (MB/s, both directions together)"
@@ -325,6 +344,27 @@ fi
                        sum["num_timeout_retrans"], sum["num_fast_retrans"],
                        sum["num_oow_low_recvs"], sum["num_dup_recvs"], sum["num_ack_sends"] }' "$f"
     done
+    echo
+    echo "Per size (the \`usnic\` lines of mpibench: MPI_T counters read around each size, warm-up"
+    echo "included, summed over the ranks and the runs): \`data\` datagrams sent (fragments and"
+    echo "chunks), \`timer\` and \`fast\` retransmits and their rate per 10^4 data datagrams,"
+    echo "\`dups\`: duplicates received (a resend whose original had arrived), \`spurious\`:"
+    echo "timeouts undone on the peer's duplicate report."
+    echo
+    echo "| test | size | data | timer | fast | per 10^4 | resent | dups | spurious |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    { cat "$out"/raw/usnic-r[0-9]*.txt "$out"/raw/usnic-mr-r[0-9]*.txt 2>/dev/null || true; } | awk '
+        $1 == "usnic" && $2 ~ /^(lat|bw|bibw|mr)$/ {
+            k = $2 " " $3
+            if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+            for (i = 4; i <= NF; i++) if (split($i, kv, "=") == 2) v[k, kv[1]] += kv[2] }
+        END {
+            for (i = 1; i <= n; i++) {
+                k = order[i]; split(k, p, " ")
+                printf "| %s | %s | %d | %d | %d | %.1f | %d | %d | %d |\n", p[1], p[2], v[k, "data"],
+                       v[k, "timer"], v[k, "fast"],
+                       v[k, "data"] ? 1e4 * (v[k, "timer"] + v[k, "fast"]) / v[k, "data"] : 0,
+                       v[k, "resends"], v[k, "dups"], v[k, "spurious"] } }'
     echo
     cg=$out/callgrind
     if [ -d "$cg" ]; then

@@ -2,7 +2,9 @@
 # bench/run.sh [--quick] [--runs N] [--no-callgrind] [--out DIR]: the benchmark suite in ONE boot of the
 # rxe-vm VM: MPI micro-benchmarks (bench/mpibench.c: latency, streaming and bidirectional
 # bandwidth, multi-pair message rate) over usnic and over btl/tcp, and the raw verbs UD
-# baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 3).
+# baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 7),
+# interleaved round by round (usnic, tcp, raw UD, scaling; then the next round), so that the
+# per-round ratios usnic / raw UD pair measurements taken under the same conditions.
 # Results replace those of the previous run in bench/results/latest/ (older runs are in git
 # history):
 #   results.md      tables: medians over the runs and the usnic/raw-UD and usnic/tcp ratios,
@@ -13,7 +15,7 @@
 #   component.txt   the run's UTC time, the git commit and the installed mca_btl_usnic.so
 #   vm.log, raw/*.log, callgrind/*.txt, *.dat, *.tsv: logs and derived files (not committed)
 # --quick: a smoke run (5 sizes, 1 run, no callgrind) for CI: under a minute of VM time on
-# an idle 2-core host. The full suite (3 runs, callgrind) takes 5-6 minutes there, several
+# an idle 2-core host. The full suite (7 runs, callgrind) takes about 20 minutes there, several
 # times that on a busy host. --no-callgrind skips the instruction counts (valgrind).
 # --out DIR: results go to DIR instead (bench/results/latest is left alone); CI's smoke run.
 # Exits non-zero if the VM, any benchmark or the report failed, or if any expected number
@@ -23,7 +25,7 @@
 # not overlap.
 set -u    # not -e: runs the VM and the report whatever fails, then reports (README, Scripts)
 cd "$(dirname "$0")/.." || exit 2
-mode=full runs=3 callgrind=1 outdir=
+mode=full runs=7 callgrind=1 outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) mode=quick runs=1 callgrind=0 ;;

@@ -447,7 +447,7 @@ static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
             continue;
         }
     }
-    if (ep->on_timer_list || ep->on_acks_list || NULL == ep->sent_segs) {
+    if (ep->timer_running || ep->ack_owed || NULL == ep->sent_segs) {
         FAIL("extra peer of side %c not idle after one exchange", 'A' + s);
     }
 }

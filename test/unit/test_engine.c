@@ -21,6 +21,7 @@
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_module.h"
+#include "btl_usnic_retrans.h"
 
 #include "engine_world.h"
 #include "usnic_test.h"
@@ -778,6 +779,81 @@ USNIC_TEST(engine_rto_recovers)
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check(ep->rto.have_sample);
     check_int_eq(ep->rto.rto_us, 5000);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* One round trip in USNIC_RTT_SAMPLE_EVERY is timed (two clock reads), the
+ * first one of an endpoint included. */
+USNIC_TEST(engine_rtt_sampled)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    int timed = 0;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    for (int i = 0; i < 4 * USNIC_RTT_SAMPLE_EVERY; ++i) {
+        check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+        timed += ep->rtt_timing;
+        if (0 == i) {
+            check(ep->rtt_timing);
+        }
+        check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+        check(!ep->rtt_timing);
+    }
+    check_int_eq(timed, 4);
+    check(ep->rto.have_sample);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A timer started by a send outside progress gets its deadline, and the
+ * dead-peer clock its start, from the next pass's clock read; a stopped
+ * timer costs its endpoint no list removal. */
+USNIC_TEST(engine_timer_deadline_at_next_pass)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_endpoint_t *ep;
+    double before, after;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    w->real_timers = true;
+    ep->last_ack_time = 0;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running);
+    check(ep->rto_restart);
+    check(0 == ep->last_ack_time);
+    before = opal_btl_usnic_now_us();
+    world_progress(w, SIDE_A);
+    after = opal_btl_usnic_now_us();
+    check(!ep->rto_restart);
+    check(ep->rto_deadline_us >= before + ep->rto.rto_us);
+    check(ep->rto_deadline_us <= after + ep->rto.rto_us);
+    check(ep->last_ack_time >= before / 1e6 && ep->last_ack_time <= after / 1e6);
+    /* not expired by the pass that set it, nor by the next one */
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    w->paused = false;
+    w->real_timers = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check_int_eq(w->mods[SIDE_A].timers_running, 0);
+    /* a stopped timer leaves its endpoint listed: the next start does not
+     * list it again, and the next walk unlists it */
+    check(ep->on_timer_list);
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running);
+    check_int_eq(opal_list_get_size(&w->mods[SIDE_A].endpoints_with_timers), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(!ep->timer_running);
+    check(ep->on_timer_list);
+    check_int_eq(opal_btl_usnic_check_timers(&w->mods[SIDE_A], opal_btl_usnic_now_us(), false), 0);
+    check(!ep->on_timer_list);
     check_all_delivered(w);
     world_fini(w);
     return 0;
@@ -1763,6 +1839,44 @@ static int wire_from(world_t *w, int side, bool deliver)
     return n;
 }
 
+/* An ACK that rides on data leaves its endpoint on the ACK list, owing
+ * nothing: no standalone ACK for it, and the next one owed needs no second
+ * insertion. */
+USNIC_TEST(engine_ack_list_keeps_endpoint)
+{
+    world_t *w = world_new(10, 20);
+    opal_btl_usnic_module_t *mb;
+    opal_btl_usnic_endpoint_t *eb;
+
+    check(NULL != w);
+    mb = &w->mods[SIDE_B];
+    eb = w->ep[SIDE_B];
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 1);
+    /* the reply carries the ACK */
+    check(NULL != world_send(w, SIDE_B, 100, SEND_SENDI));
+    check(!eb->ack_owed && eb->on_acks_list);
+    check_int_eq(mb->acks_owed, 0);
+    check(UINT64_MAX == mb->acks_due_tick);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 0);
+    /* a message B does not answer: one standalone ACK, one list entry */
+    check(NULL != world_send(w, SIDE_A, 100, SEND_SENDI));
+    check_int_eq(wire_from(w, SIDE_A, true), 1);
+    world_progress(w, SIDE_B);
+    check(eb->ack_owed);
+    check_int_eq(opal_list_get_size(&mb->endpoints_that_need_acks), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    check_int_eq(mb->acks_owed, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A resent segment carries no ACK: the one it carried the first time may
  * be stale by then, and would look like a duplicate ACK. */
 USNIC_TEST(engine_resend_carries_no_stale_ack)
@@ -1774,9 +1888,9 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     check_int_eq(wire_from(w, SIDE_A, true), 1);
     world_progress(w, SIDE_B);
-    check(w->ep[SIDE_B]->on_acks_list);
+    check(w->ep[SIDE_B]->ack_owed);
     check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
-    check(!w->ep[SIDE_B]->on_acks_list);
+    check(!w->ep[SIDE_B]->ack_owed);
     check_int_eq(fake_wire_peek(0)->src == w->mods[SIDE_B].dev, 1);
     check_int_eq(dgram_hdr(fake_wire_peek(0))->ack_present, 1);
     check_int_eq(wire_from(w, SIDE_B, false), 1);
@@ -2169,6 +2283,245 @@ USNIC_TEST(engine_priority_queue_never_overflows)
     check_int_eq(w->net_overflows, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
+
+/* A busy sender and a receiver that polls faster than datagrams arrive
+ * (here: eight passes per datagram), as a receiver spinning in MPI_Wait
+ * does.  The receiver's delayed ACK waits for the hold in time as well as
+ * for its passes, so it acknowledges a stream at the cadence (every
+ * USNIC_ACK_EVERY datagrams), not nearly every datagram; and the sender
+ * posts at most USNIC_SENDS_PER_PASS segments per pass before it polls
+ * again.  Without either, a window of 256 datagrams posted in one pass
+ * draws up to 256 ACKs toward the sender's 127 priority receive buffers,
+ * where the fake device, like hardware, drops what finds none. */
+USNIC_TEST(engine_busy_sender_acks_fit)
+{
+    world_t *w = world_new(70, 71);
+    uint64_t most_posts = 0;
+
+    check(NULL != w);
+    check_int_eq(w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL].rd_num, 127);
+    check(w->ep[SIDE_A]->tx.size > 127);
+    /* 20 ms, not the default 625 us: a host busy for a moment must not
+     * make this test fail (any hold that outlasts B's passes would do) */
+    usnic_component.ack_hold_us = 20000;
+    for (int i = 0; i < 300; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    w->per_step = 1;
+    for (int pass = 0; pass < 1000000 && !world_quiescent(w); ++pass) {
+        uint64_t sent = STATS(w, SIDE_A)->num_total_sends;
+
+        /* each pass a progress call, as opal_btl_usnic_component_progress */
+        ++usnic_component.progress_ticks;
+        world_progress(w, SIDE_A);
+        if (STATS(w, SIDE_A)->num_total_sends - sent > most_posts) {
+            most_posts = STATS(w, SIDE_A)->num_total_sends - sent;
+        }
+        /* everything on the wire arrives before A's next pass */
+        do {
+            world_net_step(w);
+            for (int k = 0; k < 8; ++k) {
+                ++usnic_component.progress_ticks;
+                world_progress(w, SIDE_B);
+            }
+        } while (fake_wire_count() > 0);
+    }
+    printf("most posts in one sender pass: %" PRIu64 ", standalone ACKs for 300 datagrams: %"
+           PRIu64 "\n", most_posts, STATS(w, SIDE_B)->num_ack_sends);
+    check(world_quiescent(w));
+    check_int_eq(w->net_overflows, 0);
+    check(most_posts <= USNIC_SENDS_PER_PASS);
+    check(STATS(w, SIDE_B)->num_ack_sends <= 300 / USNIC_ACK_EVERY + 4);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, STATS(w, SIDE_A)->num_ack_recvs);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* Sixty fast-path messages wait in the priority CQ: one pass takes them
+ * all, not one poll's batch (ACKs among them would otherwise wait for later
+ * passes while more arrive, until the small receive queue runs dry). */
+USNIC_TEST(engine_priority_cq_drained_each_pass)
+{
+    world_t *w = world_new(72, 73);
+
+    check(NULL != w);
+    check(w->ep[SIDE_B]->prio_window >= 60);
+    for (int i = 0; i < 60; ++i) {
+        check(NULL != world_send(w, SIDE_B, 64, SEND_SENDI));
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_fast_sends, 60);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(w->nrx, 0);
+    world_progress(w, SIDE_A);
+    check_int_eq(w->nrx, 60);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* The ACK that stops A's retransmit timer is in A's data CQ behind more
+ * than a poll's batch of B's datagrams when the deadline passes (A was
+ * away): A's pass reads one batch, and the timer, instead of expiring on
+ * what A has not read yet, waits for the next pass, which finds the ACK. */
+USNIC_TEST(engine_timer_waits_for_queued_ack)
+{
+    world_t *w = world_new(74, 75);
+    opal_btl_usnic_endpoint_t *a;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->real_timers = true;
+    /* B's 33 datagrams first, then A's one */
+    for (int i = 0; i < USNIC_POLL_BATCH + 1; ++i) {
+        check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_B);
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check(a->timer_running);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    /* B takes A's datagram and acknowledges it on one more of its own */
+    world_progress(w, SIDE_B);
+    check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_B);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_total_recvs, 0);
+    /* the deadline passed while A was away (the timer's start seen) */
+    a->rto_restart = false;
+    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_total_recvs, USNIC_POLL_BATCH);
+    world_progress(w, SIDE_A);
+    check(!a->timer_running);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A comes back from an absence (descheduled, computing) to find its
+ * timer's deadline passed: it saw nothing of the wait, so the timer gets
+ * half a timeout of A's attention before it may expire; then it does. */
+USNIC_TEST(engine_timer_after_absence)
+{
+    world_t *w = world_new(76, 77);
+    opal_btl_usnic_endpoint_t *a;
+    double now;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->real_timers = true;
+    w->paused = true;                           /* nothing arrives: B cannot answer */
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check(a->timer_running);
+    now = opal_btl_usnic_now_us();
+    w->mods[SIDE_A].last_timer_check_us = now - 100.0 * usnic_component.retrans_timeout;
+    a->rto_restart = false;
+    a->rto_deadline_us = now - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check(a->rto_deadline_us >= now + a->rto.rto_us / 2.0);
+    /* A stays: the deadline passes again, and now the timer expires */
+    a->rto_restart = false;
+    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A's timer expires while B, away from progress, holds A's three
+ * datagrams unread: the resend of the oldest is spurious.  B's answer to it
+ * (it had the segment: below its window) reports it as a duplicate, and A
+ * undoes the timeout (congestion window back, no recovery), raises its
+ * timeout floor, and does not take the repeated ACK that carries the
+ * report for a hole: the segments A sent meanwhile are not resent. */
+USNIC_TEST(engine_spurious_timeout_undone)
+{
+    world_t *w = world_new(80, 81);
+    opal_btl_usnic_endpoint_t *a;
+    fake_dgram_t held;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    for (int i = 0; i < 3; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(a->tx.cwnd, USNIC_CWND_MIN);
+    check_int_eq(fake_wire_count(), 1);
+    check(fake_wire_take(0, &held));            /* the resend, late */
+    /* B reads the originals and acknowledges them; A's window empties */
+    for (int i = 0; i < usnic_component.ack_iteration_delay + 2; ++i) {
+        ++usnic_component.progress_ticks;
+        world_progress(w, SIDE_B);
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 1);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(usnic_tx_window_inflight(&a->tx), 0);
+    /* two more from A; then the late resend reaches B ahead of them */
+    for (int i = 0; i < 2; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_wire_count(), 2);
+    {
+        fake_dgram_t d[2];
+        check(fake_wire_take(0, &d[0]));
+        check(fake_wire_take(0, &d[1]));
+        fake_wire_push(&held);
+        fake_wire_push(&d[0]);
+        fake_wire_push(&d[1]);
+    }
+    w->per_step = 1;
+    world_net_step(w);
+    world_progress(w, SIDE_B);                  /* the duplicate: ACK at once */
+    check_int_eq(STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 2);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    world_progress(w, SIDE_A);                  /* B's ACK repeats the last one */
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
+    check_int_eq(a->tx.cwnd, USNIC_CWND_OPEN);
+    check(!a->in_recovery);
+    /* doubled (more only if the host stalled this test for milliseconds) */
+    check(a->rto.min_us >= 2 * (uint32_t) usnic_component.retrans_timeout &&
+          a->rto.min_us <= USNIC_RTO_FLOOR_RAISE * (uint32_t) usnic_component.retrans_timeout);
+    w->per_step = 64;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_all_delivered(w);
     world_fini(w);
     return 0;
 }
