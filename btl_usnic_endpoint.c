@@ -37,6 +37,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tx_ready = false;
     ep->rto_deadline_us = 0;
     ep->rto_restart = false;
+    ep->rto_graced = false;
     ep->in_recovery = false;
     ep->recover_seq = 0;
     ep->sent_segs = NULL;

@@ -64,6 +64,7 @@ typedef struct mca_btl_base_endpoint_t {
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
     bool rto_restart;                   /* the next check_timers sets the deadline */
+    bool rto_graced;                    /* this deadline was pushed back once after an absence */
     bool in_recovery;                   /* since a timeout, until recover_seq is ACKed */
     uint16_t recover_seq;               /* the last sequence sent when the timer expired */
     size_t mem_bytes;                   /* this endpoint's share of stats.endpoint_bytes */

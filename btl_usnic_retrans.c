@@ -182,6 +182,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         n = 1;
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
+    ep->rto_graced = false;
     return n;
 }
 
@@ -208,10 +209,15 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
              * progress passes, so this is the pass that saw it */
             ep->rto_restart = false;
             ep->rto_deadline_us = now + ep->rto.rto_us;
+            ep->rto_graced = false;
             ep->last_ack_time = now / 1e6;
-        } else if (OPAL_UNLIKELY(away)) {
+        } else if (OPAL_UNLIKELY(away) && !ep->rto_graced) {
+            /* Once per deadline: a process descheduled more often than
+             * every half timeout (a busy host, a backed-off timeout) would
+             * otherwise push it back for ever and never resend. */
             if (ep->rto_deadline_us < now + ep->rto.rto_us / 2.0) {
                 ep->rto_deadline_us = now + ep->rto.rto_us / 2.0;
+                ep->rto_graced = true;
             }
         } else if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
