@@ -53,7 +53,6 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->dup_ack_count = 0;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
-    ep->tmo_wait_start_us = 0;
     ep->rx_dup_pending = false;
     ep->rx_dup_seq = 0;
     ep->exiting = false;

@@ -81,11 +81,9 @@ typedef struct mca_btl_base_endpoint_t {
     double rtt_start_us;
     int dup_ack_count;
     /* The last timer resend, until the peer shows whether it was needed:
-     * its sequence number, when the wait for it began, the congestion
-     * window before its cut. */
+     * its sequence number and the congestion window before its cut. */
     bool tmo_pending;
     uint16_t tmo_seq;
-    double tmo_wait_start_us;
     usnic_tx_cwnd_state_t tmo_cwnd;
 
     /* receiving */

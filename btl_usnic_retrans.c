@@ -37,11 +37,9 @@
  *                  names it in its next ACK (USNIC_ACK_DUP_SEEN, dup_seq).
  *                  Naming the last timer resend, it proves the timeout
  *                  spurious (the peer was away, the host busy): recovery
- *                  ends, the congestion cut is undone, and the endpoint's
- *                  RTO floor doubles (at least to how long the answer took,
- *                  at most USNIC_RTO_FLOOR_RAISE (4) times the minimum),
- *                  decaying back by 1/USNIC_RTO_FLOOR_DECAY (256) per
- *                  round-trip sample (dup_report, usnic_rto_spurious).  An
+ *                  ends, the congestion cut and the backoff are undone
+ *                  (dup_report); the floor stays, since a lost ACK on a
+ *                  lossy path looks the same.  An
  *                  ACK with such a report that repeats the last one answers
  *                  the duplicate and is no sign of a hole.
  * recovery         after an expiry, until everything sent before it is
@@ -169,7 +167,6 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         /* the first expiry for this segment: remember what to undo */
         ep->tmo_pending = true;
         ep->tmo_seq = seg->seq;
-        ep->tmo_wait_start_us = now - ep->rto.rto_us;
         usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
     }
     usnic_rto_backoff(&ep->rto);
@@ -323,13 +320,14 @@ void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint
     if (ep->tmo_pending && dup_seq == ep->tmo_seq && since > -4096 && since < 4096) {
         /* The original had arrived: the timer was too quick for this
          * path (a peer away from progress, a busy host).  No recovery, no
-         * cut, no backoff, and a higher floor for a while. */
+         * cut, no backoff.  The floor stays: on a lossy path a lost ACK
+         * makes a needed resend look the same. */
         ep->tmo_pending = false;
         ep->in_recovery = false;
         if (usnic_component.congestion_control) {
             usnic_tx_cwnd_restore(&ep->tx, &ep->tmo_cwnd);
         }
-        usnic_rto_spurious(&ep->rto, opal_btl_usnic_now_us() - ep->tmo_wait_start_us);
+        usnic_rto_reset(&ep->rto);
         ++module->stats.num_spurious_timeouts;
     }
     /* Repeating the last ACK, it answers a duplicate, not a hole. */

@@ -104,7 +104,7 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us)
 {
     r->srtt_us = 0;
     r->rttvar_us = 0;
-    r->min_us = r->base_min_us = min_us;
+    r->min_us = min_us;
     r->max_us = max_us > min_us ? max_us : min_us;
     r->rto_us = min_us;
     r->have_sample = false;
@@ -121,9 +121,6 @@ static uint32_t rto_clamp(const usnic_rto_t *r, double us)
 
 void usnic_rto_sample(usnic_rto_t *r, double sample_us)
 {
-    if (r->min_us > r->base_min_us) {
-        r->min_us -= (r->min_us - r->base_min_us + USNIC_RTO_FLOOR_DECAY - 1) / USNIC_RTO_FLOOR_DECAY;
-    }
     if (!r->have_sample) {
         r->srtt_us = sample_us;
         r->rttvar_us = sample_us / 2;
@@ -141,26 +138,6 @@ void usnic_rto_reset(usnic_rto_t *r)
 {
     r->rto_us = r->have_sample ? rto_clamp(r, r->srtt_us + 4 * r->rttvar_us) : r->min_us;
     r->backed_off = false;
-}
-
-void usnic_rto_spurious(usnic_rto_t *r, double needed_us)
-{
-    uint64_t cap = (uint64_t) r->base_min_us * USNIC_RTO_FLOOR_RAISE;
-    uint64_t floor = 2 * (uint64_t) r->min_us;
-
-    if (needed_us > floor) {
-        floor = (uint64_t) needed_us;
-    }
-    if (floor > cap) {
-        floor = cap;
-    }
-    if (floor > r->max_us) {
-        floor = r->max_us;
-    }
-    if (floor > r->min_us) {
-        r->min_us = (uint32_t) floor;
-    }
-    usnic_rto_reset(r);
 }
 
 void usnic_rto_backoff(usnic_rto_t *r)

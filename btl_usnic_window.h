@@ -181,8 +181,7 @@ typedef struct {
     double srtt_us;
     double rttvar_us;
     uint32_t rto_us;
-    uint32_t min_us;            /* the floor now: base_min_us, or raised after a spurious timeout */
-    uint32_t base_min_us;       /* the configured floor */
+    uint32_t min_us;            /* the configured floor */
     uint32_t max_us;
     bool have_sample;
     bool backed_off;
@@ -192,14 +191,6 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us);
 /* A round-trip sample of a segment sent once (never of a resent one). */
 void usnic_rto_sample(usnic_rto_t *r, double sample_us);
 void usnic_rto_backoff(usnic_rto_t *r);
-/* A timeout proved spurious (the peer had the segment): the floor doubles,
- * to at least needed_us (how long the answer took), at most
- * USNIC_RTO_FLOOR_RAISE times the configured floor, and the backoff goes.
- * Each round-trip sample then takes it 1/USNIC_RTO_FLOOR_DECAY of the way
- * back down to the configured floor. */
-#define USNIC_RTO_FLOOR_RAISE 4
-#define USNIC_RTO_FLOOR_DECAY 256
-void usnic_rto_spurious(usnic_rto_t *r, double needed_us);
 /* The peer acknowledged something new: it is alive and the path works, so
  * the timeout goes back to what the round trips say (no backoff). */
 void usnic_rto_reset(usnic_rto_t *r);

@@ -262,30 +262,3 @@ USNIC_TEST(tx_cwnd_bounds_inflight)
     check(!usnic_tx_window_open(&w));
     return 0;
 }
-
-/* A spurious timeout doubles the floor (or raises it to what the answer
- * took), never beyond USNIC_RTO_FLOOR_RAISE times the configured one, and
- * round-trip samples take it back down. */
-USNIC_TEST(rto_spurious_floor)
-{
-    usnic_rto_t r;
-
-    usnic_rto_init(&r, 5000, 1000000);
-    usnic_rto_backoff(&r);
-    check_int_eq(r.rto_us, 10000);
-    usnic_rto_spurious(&r, 6000);
-    check_int_eq(r.min_us, 10000);
-    check_int_eq(r.rto_us, 10000);
-    check(!r.backed_off);
-    usnic_rto_spurious(&r, 17000);
-    check_int_eq(r.min_us, 20000);
-    usnic_rto_spurious(&r, 90000);
-    check_int_eq(r.min_us, 5000 * USNIC_RTO_FLOOR_RAISE);
-    check_int_eq(r.base_min_us, 5000);
-    for (int i = 0; i < 20 * USNIC_RTO_FLOOR_DECAY; ++i) {
-        usnic_rto_sample(&r, 100);
-    }
-    check_int_eq(r.min_us, 5000);
-    check_int_eq(r.rto_us, 5000);
-    return 0;
-}
