@@ -20,7 +20,7 @@
 #   mix      netem dropped in both directions, usnic resent, duplicates dropped on both hosts
 # Bounds per run (launch included): 60 s (reorder, dup), 90 s (corrupt, mix); measured on a
 # 2-core host: 3-8 s (reorder, dup), 5-25 s (corrupt, mix); since the retransmit rules of
-# issue 11 corrupt takes 45-48 s (slower timeouts under loss, not yet explained), mix 12-14 s.
+# issue 11 corrupt takes 45-56 s (slower timeouts under loss, not yet explained), mix 10-20 s.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
