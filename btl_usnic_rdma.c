@@ -486,6 +486,35 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
     return rc;
 }
 
+/* A fetching or non-fetching atomic: the request carries op and operand;
+ * a fetching one names where the old value goes. */
+static int atomic_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *endpoint,
+                        uint8_t kind, void *local_address,
+                        mca_btl_base_registration_handle_t *local_handle,
+                        uint64_t remote_address, mca_btl_base_atomic_op_t op, uint64_t operand,
+                        int flags, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                        void *cbdata)
+{
+    int aop = atomic_op_of(op), rc;
+    usnic_rdma_msg_t m;
+
+    if (aop < 0) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    rc = atomic_request(&m, kind, remote_address, flags);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    m.aop = (uint8_t) aop;
+    m.operand = operand;
+    rc = start(module, endpoint, &m, local_address, NULL == local_address ? 0 : m.width,
+               local_handle, cbfunc, cbcontext, cbdata);
+    if (OPAL_SUCCESS == rc) {
+        ++module->stats.num_atomics;
+    }
+    return rc;
+}
+
 int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
                              uint64_t remote_address,
                              mca_btl_base_registration_handle_t *remote_handle,
@@ -493,26 +522,10 @@ int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint
                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata)
 {
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
-    int aop = atomic_op_of(op), rc;
-    usnic_rdma_msg_t m;
     (void) remote_handle;
     (void) order;
-
-    if (aop < 0) {
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
-    rc = atomic_request(&m, USNIC_RDMA_AOP, remote_address, flags);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-    m.aop = (uint8_t) aop;
-    m.operand = operand;
-    rc = start(module, endpoint, &m, NULL, 0, NULL, cbfunc, cbcontext, cbdata);
-    if (OPAL_SUCCESS == rc) {
-        ++module->stats.num_atomics;
-    }
-    return rc;
+    return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_AOP, NULL, NULL,
+                        remote_address, op, operand, flags, cbfunc, cbcontext, cbdata);
 }
 
 int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
@@ -523,27 +536,11 @@ int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoin
                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                               void *cbdata)
 {
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
-    int aop = atomic_op_of(op), rc;
-    usnic_rdma_msg_t m;
     (void) remote_handle;
     (void) order;
-
-    if (aop < 0) {
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
-    rc = atomic_request(&m, USNIC_RDMA_FOP, remote_address, flags);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-    m.aop = (uint8_t) aop;
-    m.operand = operand;
-    rc = start(module, endpoint, &m, local_address, m.width, local_handle, cbfunc, cbcontext,
-               cbdata);
-    if (OPAL_SUCCESS == rc) {
-        ++module->stats.num_atomics;
-    }
-    return rc;
+    return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_FOP,
+                        local_address, local_handle, remote_address, op, operand, flags, cbfunc,
+                        cbcontext, cbdata);
 }
 
 int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
