@@ -31,12 +31,13 @@ static void ack_done(opal_btl_usnic_endpoint_t *ep)
 }
 
 /* An ACK names the last duplicate that arrived since the one before, so
- * that the sender can tell a resend it did not need. */
-static inline void add_dup_report(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+ * that the sender can tell a resend it did not need, and says whether
+ * anything above it arrived: then the segment after it was lost. */
+static inline void add_ack_flags(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
-    hdr->ack_flags = 0;
+    hdr->ack_flags = ep->rx.highest_rcvd != hdr->ack_seq ? USNIC_ACK_HOLE : 0;
     if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
-        hdr->ack_flags = USNIC_ACK_DUP_SEEN;
+        hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
         hdr->dup_seq = ep->rx_dup_seq;
         ep->rx_dup_pending = false;
     }
@@ -47,7 +48,7 @@ void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_heade
     if (ep->ack_owed) {
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
-        add_dup_report(ep, hdr);
+        add_ack_flags(ep, hdr);
         ack_done(ep);
     } else {
         hdr->ack_present = 0;
@@ -112,7 +113,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        add_dup_report(ep, hdr);
+        add_ack_flags(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {

@@ -138,7 +138,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         /* A whole frag arrived: let the sender free it right away. */
         opal_btl_usnic_schedule_ack(ep, true);
     } else {
-        opal_btl_usnic_schedule_ack(ep, false);
+        opal_btl_usnic_schedule_ack(ep, ch->hdr.flags & USNIC_HDR_ACK_REQ);
     }
     return true;
 }
@@ -170,6 +170,9 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     }
     switch (usnic_rx_classify(&ep->rx, seq)) {
     case USNIC_RX_ACCEPT:
+        /* above a hole: ACK at once, so that the sender resends the hole
+         * now, not after our ACK delay (fast retransmit) */
+        opal_btl_usnic_schedule_ack(ep, true);
         return true;
     case USNIC_RX_DUP:
         /* above a hole: the ACK it draws points at the hole */
@@ -222,8 +225,8 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
     if (hdr->ack_present) {
-        if (OPAL_UNLIKELY(hdr->ack_flags & USNIC_ACK_DUP_SEEN)) {
-            opal_btl_usnic_dup_report(ep, hdr->ack_seq, hdr->dup_seq);
+        if (OPAL_UNLIKELY(0 != hdr->ack_flags)) {
+            opal_btl_usnic_flagged_ack(ep, hdr->ack_seq, hdr->ack_flags, hdr->dup_seq);
         } else {
             opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
         }
@@ -248,7 +251,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         ++module->stats.num_frag_recvs;
         usnic_rx_mark(&ep->rx, hdr->pkt_seq);
         /* A PUT is complete at its origin only when acknowledged. */
-        opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr);
+        opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr || (hdr->flags & USNIC_HDR_ACK_REQ));
         if (0 != hdr->put_addr) {
             memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
         } else {

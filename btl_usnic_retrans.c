@@ -11,9 +11,9 @@
  *                  btl_usnic_window.c), sampled every
  *                  USNIC_RTT_SAMPLE_EVERY (8) round trips from a segment
  *                  sent only once: retrans_init, retrans_first_send
- *                  (inline, btl_usnic_retrans.h), handle_ack; a resent
- *                  segment cancels its sample and the next round trip is
- *                  timed (retrans_resend).
+ *                  (inline, btl_usnic_retrans.h), handle_ack; a resend of
+ *                  the timed segment or of one below it cancels the sample
+ *                  and the next round trip is timed (retrans_resend).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
  *                  the window (new_ack), so a long burst that drains
@@ -38,7 +38,7 @@
  *                  Naming the last timer resend, it proves the timeout
  *                  spurious (the peer was away, the host busy): recovery
  *                  ends, the congestion cut and the backoff are undone
- *                  (dup_report); the floor stays, since a lost ACK on a
+ *                  (flagged_ack); the floor stays, since a lost ACK on a
  *                  lossy path looks the same.  An
  *                  ACK with such a report that repeats the last one answers
  *                  the duplicate and is no sign of a hole.
@@ -47,7 +47,13 @@
  *                  short points at the next lost segment, which is resent
  *                  at once (NewReno's partial ACKs; new_ack).
  * fast retransmit  USNIC_FAST_RETRANS_DUP_ACKS (1) duplicate ACK resends the
- *                  segment after it, once per hole (dup_ack).
+ *                  segment after it, once per hole (dup_ack); so does an
+ *                  ACK that moves the window but says the receiver holds
+ *                  segments above it (USNIC_ACK_HOLE, flagged_ack), since
+ *                  a receiver's ACKs for one pass are one ACK.  A receiver
+ *                  ACKs at once what arrives above a hole, and a segment
+ *                  that fills its sender's window or is a resend
+ *                  (USNIC_HDR_ACK_REQ, btl_usnic_recv.c).
  * congestion       btl_usnic_congestion_control (on): a fast retransmit
  *                  halves the endpoint's congestion window, an expiry
  *                  restarts it from USNIC_CWND_MIN segments, once per window
@@ -74,9 +80,11 @@
  *                  would otherwise acknowledge nearly each one, and the
  *                  bound keeps any hold far below a sender's timer.  At once
  *                  for a completed fragment, an emulated PUT (complete at
- *                  its origin when acknowledged), a duplicate or a segment
- *                  outside the window (the receive path asks,
- *                  schedule_ack).  Data carries an owed ACK along
+ *                  its origin when acknowledged), a duplicate, a segment
+ *                  outside the window or above a hole, and one whose
+ *                  sender asks (USNIC_HDR_ACK_REQ: its window is full, or a
+ *                  resend), so that a small congestion window never waits
+ *                  for the hold (the receive path asks, schedule_ack).  Data carries an owed ACK along
  *                  (btl_usnic_ack.c).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
@@ -298,6 +306,9 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         if (ep->rtt_timing && s == ep->rtt_seq) {
             ep->rtt_timing = false;
             usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
+            if (ep->rto.rto_us > module->stats.max_rto_us) {
+                module->stats.max_rto_us = ep->rto.rto_us;
+            }
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
@@ -310,14 +321,16 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     opal_btl_usnic_check_rts(ep);
 }
 
-void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq)
+void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
+                                uint16_t dup_seq)
 {
     opal_btl_usnic_module_t *module = ep->module;
-
     int16_t since = USNIC_SEQ_DIFF16(ep->tx.ack_seq_rcvd, dup_seq);
+    usnic_ack_class_t class;
 
     /* (near the window: not a sequence number from a lap ago) */
-    if (ep->tmo_pending && dup_seq == ep->tmo_seq && since > -4096 && since < 4096) {
+    if ((flags & USNIC_ACK_DUP_SEEN) && ep->tmo_pending && dup_seq == ep->tmo_seq &&
+        since > -4096 && since < 4096) {
         /* The original had arrived: the timer was too quick for this
          * path (a peer away from progress, a busy host).  No recovery, no
          * cut, no backoff.  The floor stays: on a lossy path a lost ACK
@@ -330,12 +343,17 @@ void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint
         usnic_rto_reset(&ep->rto);
         ++module->stats.num_spurious_timeouts;
     }
-    /* Repeating the last ACK, it answers a duplicate, not a hole. */
-    if (OPAL_UNLIKELY(USNIC_ACK_DUP == usnic_tx_classify_ack(&ep->tx, ack))) {
+    class = usnic_tx_classify_ack(&ep->tx, ack);
+    /* Repeating the last ACK only to report a duplicate: no sign of a hole. */
+    if (OPAL_UNLIKELY(USNIC_ACK_DUP == class && !(flags & USNIC_ACK_HOLE))) {
         ++module->stats.num_dup_acks;
         return;
     }
     opal_btl_usnic_handle_ack(ep, ack);
+    /* (A repeated one went through dup_ack in handle_ack already.) */
+    if (USNIC_ACK_NEW == class && (flags & USNIC_ACK_HOLE)) {
+        dup_ack(ep, ack);
+    }
 }
 
 /* ---- resending ---- */
@@ -356,9 +374,10 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         if (ep->failed) {
             continue;
         }
-        /* A resent segment's ACK says nothing about the round trip: time
-         * the next first send instead. */
-        if (ep->rtt_timing && seg->seq == ep->rtt_seq) {
+        /* The ACK of a resent segment, or of one above it (a cumulative
+         * ACK waits for the hole), says nothing about the round trip but
+         * the recovery's length (Karn): time the next first send instead. */
+        if (ep->rtt_timing && USNIC_SEQ_DIFF16(ep->rtt_seq, seg->seq) >= 0) {
             ep->rtt_timing = false;
             ep->rtt_skip = 0;
         }
@@ -366,6 +385,8 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
          * anyway, and the timer still runs. */
         if (0 == seg->posted) {
             seg->hdr->ack_present = 0;
+            /* it fills a hole: the ACK it draws moves the window */
+            seg->hdr->flags = USNIC_HDR_ACK_REQ;
             opal_btl_usnic_send_post(module, ep, seg, USNIC_DATA_CHANNEL);
             ++module->stats.num_resends;
             ++n;

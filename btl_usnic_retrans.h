@@ -53,10 +53,12 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
  * sample the round trip, and act on it as the policy says. */
 void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
 
-/* An ACK that also reports dup_seq as received again: a timer resend of
- * it was spurious (undone, and the endpoint's timeout floor raised), and
- * the ACK itself, if it repeats the last one, is no sign of a loss. */
-void opal_btl_usnic_dup_report(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint16_t dup_seq);
+/* An ACK with USNIC_ACK_* flags.  DUP_SEEN: dup_seq was received again, so
+ * a timer resend of it was spurious (undone), and the ACK itself, if it
+ * repeats the last one, is no sign of a loss.  HOLE: ack + 1 is missing
+ * and resent at once (once per hole), even if the ACK moved the window. */
+void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
+                                uint16_t dup_seq);
 
 /* The endpoint goes away: its timer stops and it leaves the timer list. */
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);

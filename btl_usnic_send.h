@@ -70,6 +70,9 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     hdr->sender = usnic_component.my_hashed_name;
     hdr->pkt_seq = seq;
     hdr->put_addr = seg->frag->put_addr;
+    /* The window is full with this one: without an ACK at once the
+     * sender would stall for the receiver's delayed ACK. */
+    hdr->flags = usnic_tx_window_open(&ep->tx) ? 0 : USNIC_HDR_ACK_REQ;
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;

@@ -39,9 +39,10 @@ void opal_btl_usnic_stats_print(opal_btl_usnic_module_t *module, const char *pre
 #undef USNIC_STATS_PRINT
     if (n > 0 && (size_t) n < sizeof(line)) {
         snprintf(line + n, sizeof(line) - n, " max_sent_window_size=%" PRIu64
-                 " max_rcvd_window_size=%" PRIu64 " endpoints=%" PRIu64
+                 " max_rcvd_window_size=%" PRIu64 " max_rto_us=%" PRIu64
+                 " endpoints=%" PRIu64
                  " endpoint_bytes=%" PRIu64 " add_procs_usec=%" PRIu64,
-                 s->max_sent_window_size, s->max_rcvd_window_size, s->endpoints,
+                 s->max_sent_window_size, s->max_rcvd_window_size, s->max_rto_us, s->endpoints,
                  s->endpoint_bytes, s->add_procs_usec);
     }
     opal_output(0, "%s", line);
@@ -110,6 +111,10 @@ void opal_btl_usnic_stats_register_pvars(void)
                   "up to the highest received that were not yet acknowledged to it",
                   MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
                   offsetof(opal_btl_usnic_stats_t, max_rcvd_window_size));
+    register_pvar("max_rto_us", "Largest retransmit timeout computed from round-trip samples "
+                  "toward one peer (microseconds; backoff not included)",
+                  MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
+                  offsetof(opal_btl_usnic_stats_t, max_rto_us));
     register_pvar("endpoints", "Peers this device has an endpoint for",
                   MCA_BASE_PVAR_CLASS_LEVEL, offsetof(opal_btl_usnic_stats_t, endpoints));
     register_pvar("endpoint_bytes", "Memory held by this device's endpoints (bytes)",

@@ -58,6 +58,7 @@ typedef struct {
 #undef USNIC_STATS_FIELD
     uint64_t max_sent_window_size;
     uint64_t max_rcvd_window_size;
+    uint64_t max_rto_us;                /* largest timeout computed from RTT samples */
     /* state, never reset by relative reports */
     uint64_t endpoints;                 /* endpoints now */
     uint64_t endpoint_bytes;            /* memory they hold now */

@@ -34,9 +34,16 @@ enum {
 };
 
 /* Every datagram starts with this 32-byte header. */
+
 /* ack_flags: since its last ACK the receiver got a datagram it already had
  * (dup_seq): the sender's resend of it was not needed. */
 #define USNIC_ACK_DUP_SEEN 0x01
+/* ack_flags: the receiver holds segments above ack_seq; ack_seq + 1 is
+ * missing (resend it now, even if this ACK also moved the window). */
+#define USNIC_ACK_HOLE 0x02
+/* flags: the sender cannot send more until this is acknowledged (its
+ * window is full, or this is a resend): ACK at once, do not delay. */
+#define USNIC_HDR_ACK_REQ 0x01
 
 typedef struct {
     uint64_t sender;        /* (jobid << 32) | vpid of the sending process */
@@ -49,7 +56,8 @@ typedef struct {
     uint8_t ack_present;
     uint8_t tag;            /* active-message tag for the PML */
     uint8_t ack_flags;      /* USNIC_ACK_*, valid if ack_present */
-    uint8_t pad[4];
+    uint8_t flags;          /* USNIC_HDR_* */
+    uint8_t pad[3];
 } usnic_btl_header_t;
 
 /* A chunk of a fragment too large for one datagram: 48 bytes. */

@@ -125,12 +125,12 @@ fault_run() {
     local A_num_timeout_retrans=0 A_num_fast_retrans=0 A_num_total_recvs=0 A_num_frag_recvs=0
     local A_num_chunk_recvs=0 A_num_dup_recvs=0 A_num_oow_low_recvs=0 A_num_oow_high_recvs=0
     local A_num_badfrag_recvs=0 A_num_bad_recvs=0 A_num_recv_errors=0 A_num_unk_recvs=0
-    local A_max_rcvd_window_size=0 A_procs=0
+    local A_max_rcvd_window_size=0 A_max_rto_us=0 A_procs=0
     local B_num_total_sends=0 B_num_frag_sends=0 B_num_chunk_sends=0 B_num_resends=0
     local B_num_timeout_retrans=0 B_num_fast_retrans=0 B_num_total_recvs=0 B_num_frag_recvs=0
     local B_num_chunk_recvs=0 B_num_dup_recvs=0 B_num_oow_low_recvs=0 B_num_oow_high_recvs=0
     local B_num_badfrag_recvs=0 B_num_bad_recvs=0 B_num_recv_errors=0 B_num_unk_recvs=0
-    local B_max_rcvd_window_size=0 B_procs=0
+    local B_max_rcvd_window_size=0 B_max_rto_us=0 B_procs=0
     while IFS='=' read -r k v; do
         [[ $k =~ ^[AB]_[a-z_]+$ && $v =~ ^[0-9]+$ ]] && printf -v "$k" '%s' "$v"
     done <<< "$(fault_sums "$out")"
@@ -150,6 +150,7 @@ fault_run() {
         "bad=$A_num_bad_recvs/$B_num_bad_recvs recv_err=$A_num_recv_errors/$B_num_recv_errors" \
         "unk=$A_num_unk_recvs/$B_num_unk_recvs" \
         "max_rcvd_window=$A_max_rcvd_window_size/$B_max_rcvd_window_size" \
+        "max_rto_us=$A_max_rto_us/$B_max_rto_us" \
         "netem A: pkts=$pa dropped=$da B: pkts=$pb dropped=$db" |
         tee -a "$WORK/faults-summary"
 
