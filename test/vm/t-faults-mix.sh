@@ -19,8 +19,9 @@
 #   corrupt  fewer datagrams arrived than were sent, in both directions, and usnic resent
 #   mix      netem dropped in both directions, usnic resent, duplicates dropped on both hosts
 # Bounds per run (launch included): 60 s (reorder, dup), 90 s (corrupt, mix); measured on a
-# 2-core host: 3-8 s (reorder, dup), 5-25 s (corrupt, mix); since the retransmit rules of
-# issue 11 corrupt takes 45-56 s (slower timeouts under loss, not yet explained), mix 10-20 s.
+# 2-core host (two runs): 5-15 s (reorder, dup), 7-15 s (corrupt, mix). Before issue 11's
+# recovery fixes (Karn's rule for RTT samples, ACK requests, hole reports) corrupt p2p took
+# 45-91 s: every recovery raised the RTO toward its 1 s ceiling.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# vm-timeout: 2400
+# vm-timeout: 1200
 # Reliability under packet loss: netem drops RoCE v2 datagrams (UDP port 4791, fault-lib.sh's
 # netem_roce; the launcher's TCP and the connectivity checker are not touched) in BOTH
 # directions at once, so data, ACKs and retransmissions are all lost:
@@ -19,14 +19,14 @@
 # sent once equal those accepted once (exactly-once delivery by usnic); netem dropped
 # datagrams in both directions and usnic retransmitted. A "faults: ..." line per run gives
 # the counters (X/Y: hostA/hostB).
-# Bounds per run (launch included): 60 s (none, 1%), 300 s (10%), 600 s (30%); measured on a
-# 2-core host: 2-14 s; at 10% 12-25 s (faultmix) and 35-64 s (p2p); at 30% 24-69 s
-# (faultmix) and 32-149 s (p2p). Since the retransmit rules of issue 11 recovery is slower
-# (one run: 10% 53 s faultmix, 104 s p2p; 30% 294 s p2p), not yet explained: the bounds
-# were 180 s and 300 s and are doubled until it is (issue 11). A timeout resends only the oldest segment and partial ACKs
-# the next ones, one round trip each; in a ping-pong nothing follows a lost tail to trigger
-# duplicate ACKs, and with the ACKs lost too the timer's backoff dominates, so the time
-# varies a lot from run to run.
+# Bounds per run (launch included): 60 s (none, 1%), 120 s (10%), 180 s (30%); measured on a
+# 2-core host (two runs): 6-12 s (none, 1%); at 10% 6 s (p2p) and 18-26 s (faultmix); at 30%
+# 16-23 s (p2p) and 26-31 s (faultmix). Before issue 11's recovery fixes (Karn's rule for RTT
+# samples, ACK requests, hole reports) 10% took 104 s and 30% 294 s (p2p): every recovery
+# raised the RTO toward its 1 s ceiling. A timeout resends only the oldest segment and
+# partial ACKs the next ones, one round trip each; in a ping-pong nothing follows a lost tail
+# to report a hole, and with the ACKs lost too the timer's backoff dominates, so the time
+# still varies from run to run.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
@@ -36,9 +36,9 @@ P2P_LIGHT=(-s "0,1,722,723,4050,4051,16384,153544,153545" -W 8192)
 
 fault_case none none 60 delay 0ms
 fault_case loss1% loss 60 loss 1%
-fault_case loss10% loss 300 loss 10%
+fault_case loss10% loss 120 loss 10%
 P2P=("${P2P_LIGHT[@]}") MIX=(-r 1 -k 1)
-fault_case loss30% loss 600 loss 30%
+fault_case loss30% loss 180 loss 30%
 
 netem_clear
 fault_summary
