@@ -135,8 +135,10 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         }
         slot->buf = NULL;
         slot->frag_id = 0;
-        /* A whole frag arrived: let the sender free it right away. */
-        opal_btl_usnic_schedule_ack(ep, true);
+        /* A PUT completes at its origin when acknowledged; a send's ACK can
+         * wait to ride on the answer, unless the sender asks. */
+        opal_btl_usnic_schedule_ack(ep, 0 != slot->put_addr ||
+                                            (ch->hdr.flags & USNIC_HDR_ACK_REQ));
     } else {
         opal_btl_usnic_schedule_ack(ep, ch->hdr.flags & USNIC_HDR_ACK_REQ);
     }

@@ -79,12 +79,14 @@
  *                  time: a receiver polling faster than datagrams arrive
  *                  would otherwise acknowledge nearly each one, and the
  *                  bound keeps any hold far below a sender's timer.  At once
- *                  for a completed fragment, an emulated PUT (complete at
- *                  its origin when acknowledged), a duplicate, a segment
- *                  outside the window or above a hole, and one whose
- *                  sender asks (USNIC_HDR_ACK_REQ: its window is full, or a
- *                  resend), so that a small congestion window never waits
- *                  for the hold (the receive path asks, schedule_ack).  Data carries an owed ACK along
+ *                  for an emulated PUT (complete at its origin when
+ *                  acknowledged), a duplicate, a segment outside the
+ *                  window or above a hole, and one whose sender asks
+ *                  (USNIC_HDR_ACK_REQ: its window is full, or a resend),
+ *                  so that a small congestion window never waits for the
+ *                  hold (the receive path asks, schedule_ack).  Not for a
+ *                  completed fragment: its ACK rides on the answer of a
+ *                  ping-pong.  Data carries an owed ACK along
  *                  (btl_usnic_ack.c).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the

@@ -781,6 +781,36 @@ USNIC_TEST(engine_ack_req_small_cwnd)
     return 0;
 }
 
+/* A ping-pong of chunked messages, each answered as soon as it arrives
+ * (outside progress, as an application does): the ACK of a whole frag
+ * rides on the answer; no standalone ACK is sent for it. */
+USNIC_TEST(engine_pingpong_chunked_acks_ride)
+{
+    world_t *w = world_new(500, 600);
+    size_t len = 0;
+
+    check(NULL != w);
+    len = 2 * w->mods[SIDE_A].max_chunk_payload + 100;
+    for (int i = 0; i < 20; ++i) {
+        unsigned steps = 0;
+
+        check(NULL != world_send(w, i % 2, len, SEND_PREPARE));
+        while (w->nrx < (size_t) i + 1 && steps++ < 1000) {
+            world_step(w);
+        }
+        check_int_eq(w->nrx, i + 1);
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_chunk_sends, 30);
+    check_int_eq(STATS(w, SIDE_A)->num_ack_sends, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 0);
+    /* the last one's ACK has no answer to ride on: it goes after the delay */
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_ack_sends, 1);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* Karn: the ACK of a segment above a resent one waits for the resend, so
  * it times the recovery, not the path; the sample is dropped. */
 USNIC_TEST(engine_rtt_sample_above_resend_dropped)
