@@ -30,26 +30,58 @@ static void ack_done(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* An ACK names the last duplicate that arrived since the one before, so
- * that the sender can tell a resend it did not need, and says whether
- * anything above it arrived: then the segment after it was lost. */
-static inline void add_ack_flags(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+/* Whether the segment after our ACK (a hole is open) is lost, not late:
+ * the hole has been open for at least ack_hold_us.  The channels are two
+ * queue pairs, so a segment sent on one may arrive after a later one sent
+ * on the other. */
+static bool hole_is_loss(opal_btl_usnic_endpoint_t *ep)
 {
-    hdr->ack_flags = ep->rx.highest_rcvd != hdr->ack_seq ? USNIC_ACK_HOLE : 0;
+    double now = opal_btl_usnic_now_us();
+
+    /* a hole filled up to the next one: that one counts from now */
+    if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
+        ep->rx_hole_seq = ep->rx.next_contig;
+        ep->rx_hole_since_us = now;
+    }
+    return now - ep->rx_hole_since_us >= usnic_component.ack_hold_us;
+}
+
+/* An ACK names the last duplicate that arrived since the one before, so
+ * that the sender can tell a resend it did not need, and says whether a
+ * segment after it is lost.  True if a hole is open but too young to
+ * tell: then another ACK must follow, when it is old enough. */
+static inline bool add_ack_flags(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+{
+    bool again = false;
+
+    hdr->ack_flags = 0;
+    if (OPAL_UNLIKELY(ep->rx.highest_rcvd != hdr->ack_seq)) {
+        if (hole_is_loss(ep)) {
+            hdr->ack_flags = USNIC_ACK_HOLE;
+        } else {
+            again = true;
+        }
+    }
     if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
         hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
         hdr->dup_seq = ep->rx_dup_seq;
         ep->rx_dup_pending = false;
     }
+    return again;
 }
 
 void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
     if (ep->ack_owed) {
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
+        bool again;
+
         hdr->ack_present = 1;
-        add_ack_flags(ep, hdr);
+        again = add_ack_flags(ep, hdr);
         ack_done(ep);
+        if (OPAL_UNLIKELY(again)) {
+            opal_btl_usnic_schedule_ack(ep, false);
+        }
     } else {
         hdr->ack_present = 0;
     }
@@ -69,6 +101,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
                                                            acks_li);
         opal_btl_usnic_ack_item_t *item;
         usnic_btl_header_t *hdr;
+        bool again;
 
         next = opal_list_get_next(li);
         if (!ep->ack_owed) {
@@ -113,7 +146,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        add_ack_flags(ep, hdr);
+        again = add_ack_flags(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
@@ -126,6 +159,10 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
             opal_free_list_return(&module->ack_segs, &item->super);
         }
         ack_done(ep);
+        if (OPAL_UNLIKELY(again)) {
+            opal_btl_usnic_schedule_ack(ep, false);
+            next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
+        }
     }
     /* Stopped early (no send slot or buffer): the rest are due now. */
     module->acks_due_tick = li != opal_list_get_end(&module->endpoints_that_need_acks)

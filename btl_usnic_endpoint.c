@@ -55,6 +55,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tmo_seq = 0;
     ep->rx_dup_pending = false;
     ep->rx_dup_seq = 0;
+    ep->rx_hole_seq = 0;
+    ep->rx_hole_since_us = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
     ep->live = NULL;

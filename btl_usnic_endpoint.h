@@ -97,6 +97,8 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
     bool rx_dup_pending;                /* a duplicate arrived since the last ACK: report it */
     uint16_t rx_dup_seq;                /* its sequence number */
+    uint16_t rx_hole_seq;               /* next_contig when a hole was last seen open */
+    double rx_hole_since_us;            /* when (0: never) */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

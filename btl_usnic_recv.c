@@ -172,9 +172,12 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     }
     switch (usnic_rx_classify(&ep->rx, seq)) {
     case USNIC_RX_ACCEPT:
-        /* above a hole: ACK at once, so that the sender resends the hole
-         * now, not after our ACK delay (fast retransmit) */
-        opal_btl_usnic_schedule_ack(ep, true);
+        /* above a hole: when it opened is what tells a loss from a
+         * segment still on its way through the other channel */
+        if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
+            ep->rx_hole_seq = ep->rx.next_contig;
+            ep->rx_hole_since_us = opal_btl_usnic_now_us();
+        }
         return true;
     case USNIC_RX_DUP:
         /* above a hole: the ACK it draws points at the hole */

@@ -48,12 +48,11 @@
  *                  at once (NewReno's partial ACKs; new_ack).
  * fast retransmit  USNIC_FAST_RETRANS_DUP_ACKS (1) duplicate ACK resends the
  *                  segment after it, once per hole (dup_ack); so does an
- *                  ACK that moves the window but says the receiver holds
- *                  segments above it (USNIC_ACK_HOLE, flagged_ack), since
- *                  a receiver's ACKs for one pass are one ACK.  A receiver
- *                  ACKs at once what arrives above a hole, and a segment
- *                  that fills its sender's window or is a resend
- *                  (USNIC_HDR_ACK_REQ, btl_usnic_recv.c).
+ *                  ACK that moves the window but says the receiver has
+ *                  held segments above it for at least its ACK hold
+ *                  (USNIC_ACK_HOLE, flagged_ack; younger holes may be a
+ *                  segment late through the other channel), since a
+ *                  receiver's ACKs for one pass are one ACK.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit
  *                  halves the endpoint's congestion window, an expiry
  *                  restarts it from USNIC_CWND_MIN segments, once per window
@@ -81,7 +80,7 @@
  *                  bound keeps any hold far below a sender's timer.  At once
  *                  for an emulated PUT (complete at its origin when
  *                  acknowledged), a duplicate, a segment outside the
- *                  window or above a hole, and one whose sender asks
+ *                  window, and one whose sender asks
  *                  (USNIC_HDR_ACK_REQ: its window is full, or a resend),
  *                  so that a small congestion window never waits for the
  *                  hold (the receive path asks, schedule_ack).  Not for a

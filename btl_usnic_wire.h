@@ -38,8 +38,9 @@ enum {
 /* ack_flags: since its last ACK the receiver got a datagram it already had
  * (dup_seq): the sender's resend of it was not needed. */
 #define USNIC_ACK_DUP_SEEN 0x01
-/* ack_flags: the receiver holds segments above ack_seq; ack_seq + 1 is
- * missing (resend it now, even if this ACK also moved the window). */
+/* ack_flags: the receiver has held segments above ack_seq for a while
+ * (its ACK hold): ack_seq + 1 is lost, not late (resend it now, even if
+ * this ACK also moved the window). */
 #define USNIC_ACK_HOLE 0x02
 /* flags: the sender cannot send more until this is acknowledged (its
  * window is full, or this is a resend): ACK at once, do not delay. */
