@@ -65,6 +65,8 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         opal_btl_usnic_connectivity_check(ep);
     }
     seq = ep->tx.next_seq_to_send++;
+    /* (with this one; once, for the ACK request and the statistic) */
+    inflight = usnic_tx_window_inflight(&ep->tx);
 
     seg->seq = seq;
     hdr->sender = usnic_component.my_hashed_name;
@@ -72,7 +74,7 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     hdr->put_addr = seg->frag->put_addr;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */
-    hdr->flags = usnic_tx_window_open(&ep->tx) ? 0 : USNIC_HDR_ACK_REQ;
+    hdr->flags = usnic_tx_window_room(&ep->tx, inflight) ? 0 : USNIC_HDR_ACK_REQ;
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
@@ -82,7 +84,6 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         opal_btl_usnic_retrans_first_send(ep, seq);
     }
 
-    inflight = usnic_tx_window_inflight(&ep->tx);
     if (inflight > module->stats.max_sent_window_size) {
         module->stats.max_sent_window_size = inflight;
     }
