@@ -16,45 +16,6 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
-/* (The endpoint stays listed: send_due_acks unlists it.) */
-static void ack_done(opal_btl_usnic_endpoint_t *ep)
-{
-    ep->rx_unacked = 0;
-    ep->ack_urgent = false;
-    ep->ack_hold_until_us = 0;
-    if (ep->ack_owed) {
-        ep->ack_owed = false;
-        if (0 == --ep->module->acks_owed) {
-            ep->module->acks_due_tick = UINT64_MAX;
-        }
-    }
-}
-
-/* An ACK names the last duplicate that arrived since the one before, so
- * that the sender can tell a resend it did not need, and says whether
- * anything above it arrived: then the segment after it was lost. */
-static inline void add_ack_flags(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
-{
-    hdr->ack_flags = ep->rx.highest_rcvd != hdr->ack_seq ? USNIC_ACK_HOLE : 0;
-    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
-        hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
-        hdr->dup_seq = ep->rx_dup_seq;
-        ep->rx_dup_pending = false;
-    }
-}
-
-void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
-{
-    if (ep->ack_owed) {
-        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        hdr->ack_present = 1;
-        add_ack_flags(ep, hdr);
-        ack_done(ep);
-    } else {
-        hdr->ack_present = 0;
-    }
-}
-
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
@@ -113,7 +74,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        add_ack_flags(ep, hdr);
+        opal_btl_usnic_add_ack_flags(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
@@ -125,7 +86,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (0 == item->seg.posted) {
             opal_free_list_return(&module->ack_segs, &item->super);
         }
-        ack_done(ep);
+        opal_btl_usnic_ack_done(ep);
     }
     /* Stopped early (no send slot or buffer): the rest are due now. */
     module->acks_due_tick = li != opal_list_get_end(&module->endpoints_that_need_acks)

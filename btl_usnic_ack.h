@@ -14,8 +14,49 @@
 
 BEGIN_C_DECLS
 
-/* Fill in a header's piggy-backed ACK if one is owed (and clear the debt). */
-void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr);
+/* An ACK went out: nothing is owed any more.  (The endpoint stays
+ * listed: send_due_acks unlists it.) */
+static inline void opal_btl_usnic_ack_done(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->rx_unacked = 0;
+    ep->ack_urgent = false;
+    ep->ack_hold_until_us = 0;
+    if (ep->ack_owed) {
+        ep->ack_owed = false;
+        if (0 == --ep->module->acks_owed) {
+            ep->module->acks_due_tick = UINT64_MAX;
+        }
+    }
+}
+
+/* An ACK names the last duplicate that arrived since the one before, so
+ * that the sender can tell a resend it did not need, and says whether
+ * anything above it arrived: then the segment after it was lost. */
+static inline void opal_btl_usnic_add_ack_flags(opal_btl_usnic_endpoint_t *ep,
+                                                usnic_btl_header_t *hdr)
+{
+    hdr->ack_flags = ep->rx.highest_rcvd != hdr->ack_seq ? USNIC_ACK_HOLE : 0;
+    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
+        hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
+        hdr->dup_seq = ep->rx_dup_seq;
+        ep->rx_dup_pending = false;
+    }
+}
+
+/* Fill in a header's piggy-backed ACK if one is owed (and clear the debt).
+ * (Inline: every send.) */
+static inline void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep,
+                                                usnic_btl_header_t *hdr)
+{
+    if (ep->ack_owed) {
+        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
+        hdr->ack_present = 1;
+        opal_btl_usnic_add_ack_flags(ep, hdr);
+        opal_btl_usnic_ack_done(ep);
+    } else {
+        hdr->ack_present = 0;
+    }
+}
 
 /* Send the standalone ACKs that are due, while the priority channel has room. */
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module);
