@@ -35,9 +35,10 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
 }
 
 /* Hand a complete message to the PML, with the descriptor of the receive
- * buffer that completed it. */
-static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                    opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
+ * buffer that completed it (inline: every message). */
+static inline __opal_attribute_always_inline__ void
+deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+        opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
 {
     /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one,
      * it is ours (emulated GET and atomics). */
