@@ -84,8 +84,9 @@
  *                  outside the window or above a hole, and one whose
  *                  sender asks (USNIC_HDR_ACK_REQ: its window is full, or a
  *                  resend), so that a small congestion window never waits
- *                  for the hold (the receive path asks, schedule_ack).  Data carries an owed ACK along
- *                  (btl_usnic_ack.c).
+ *                  for the hold (the receive path asks, schedule_ack,
+ *                  inline in btl_usnic_retrans.h).  Data carries an owed
+ *                  ACK along (opal_btl_usnic_piggyback_ack, btl_usnic_ack.h).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
  *                  endpoints whose timer runs (check_dead_peers): from a
@@ -391,34 +392,6 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
             ++module->stats.num_resends;
             ++n;
         }
-    }
-}
-
-/* ---- ACK cadence ---- */
-
-/* Each ACK costs the peer's device a receive, so fewer is better as long as
- * the sender's window stays open. */
-void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
-{
-    uint64_t ticks = usnic_component.progress_ticks;
-    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
-    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
-
-    ep->ack_urgent |= immediate;
-    if (!ep->ack_owed) {
-        ep->ack_owed = true;
-        ++ep->module->acks_owed;
-        ep->ack_due_tick = due;
-        if (!ep->on_acks_list) {
-            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-            ep->on_acks_list = true;
-        }
-    } else if (immediate || ep->ack_due_tick > ticks) {
-        /* a delayed ACK waits for the pause; an immediate one stays so */
-        ep->ack_due_tick = due;
-    }
-    if (ep->ack_due_tick < ep->module->acks_due_tick) {
-        ep->module->acks_due_tick = ep->ack_due_tick;
     }
 }
 

@@ -87,8 +87,32 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 /* Post the queued retransmits, within the per-pass budget. */
 void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);
 
-/* We owe the peer an ACK: now, or at the ACK cadence. */
-void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now);
+/* We owe the peer an ACK: now, or at the ACK cadence.  Each ACK costs the
+ * peer's device a receive, so fewer is better as long as the sender's
+ * window stays open.  (Inline: every datagram received.) */
+static inline void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
+{
+    uint64_t ticks = usnic_component.progress_ticks;
+    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
+    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
+
+    ep->ack_urgent |= immediate;
+    if (!ep->ack_owed) {
+        ep->ack_owed = true;
+        ++ep->module->acks_owed;
+        ep->ack_due_tick = due;
+        if (!ep->on_acks_list) {
+            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = true;
+        }
+    } else if (immediate || ep->ack_due_tick > ticks) {
+        /* a delayed ACK waits for the pause; an immediate one stays so */
+        ep->ack_due_tick = due;
+    }
+    if (ep->ack_due_tick < ep->module->acks_due_tick) {
+        ep->module->acks_due_tick = ep->ack_due_tick;
+    }
+}
 
 /* Judge the peers that hold our data unacknowledged; a dead one is fatal. */
 void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module);
