@@ -17,6 +17,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_rdma.h"
 #include "btl_usnic_retrans.h"
+#include "btl_usnic_retrans_ack.h"
 #include "btl_usnic_send.h"
 
 static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)

@@ -22,6 +22,7 @@
 #include "btl_usnic_rdma.h"
 #include "btl_usnic_recv.h"
 #include "btl_usnic_retrans.h"
+#include "btl_usnic_retrans_ack.h"
 
 void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why)
 {

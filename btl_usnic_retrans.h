@@ -49,9 +49,8 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
     }
 }
 
-/* A cumulative ACK arrived from the peer of ep: release what it covers,
- * sample the round trip, and act on it as the policy says. */
-void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
+/* What a cumulative ACK does (opal_btl_usnic_handle_ack): inline in
+ * btl_usnic_retrans_ack.h. */
 
 /* An ACK with USNIC_ACK_* flags.  DUP_SEEN: dup_seq was received again, so
  * a timer resend of it was spurious (undone), and the ACK itself, if it
