@@ -204,6 +204,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     opal_btl_usnic_endpoint_t *ep = NULL;
     uint32_t byte_len = cqe->len;
     usnic_pkt_result_t res;
+    uint64_t depth;
     size_t len;
 
     ++module->stats.num_total_recvs;
@@ -232,6 +233,16 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         } else {
             opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
         }
+    }
+    /* The usual datagram: a small frag, the next one in order; the general
+     * path below would come to the same after checking each again. */
+    if (OPAL_LIKELY(USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type && 0 == hdr->put_addr &&
+                    hdr->pkt_seq == ep->rx.next_contig)) {
+        ++module->stats.num_frag_recvs;
+        usnic_rx_mark(&ep->rx, hdr->pkt_seq);
+        opal_btl_usnic_schedule_ack(ep, hdr->flags & USNIC_HDR_ACK_REQ);
+        deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
+        goto done;
     }
     if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
         ++module->stats.num_ack_recvs;
@@ -265,12 +276,11 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
             ++module->stats.num_chunk_recvs;
         }
     }
-    {
-        /* from the last ACK sent to the highest sequence received */
-        uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx_acked);
-        if (depth > module->stats.max_rcvd_window_size) {
-            module->stats.max_rcvd_window_size = depth;
-        }
+done:
+    /* from the last ACK sent to the highest sequence received */
+    depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx_acked);
+    if (depth > module->stats.max_rcvd_window_size) {
+        module->stats.max_rcvd_window_size = depth;
     }
 
 repost:
