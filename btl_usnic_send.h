@@ -95,10 +95,14 @@ static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                                opal_btl_usnic_send_frag_t *frag, int channel)
 {
-    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
-    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
-    frag->seg.hdr->payload_len = (uint16_t) frag->size;
-    frag->seg.hdr->tag = frag->tag;
+    /* (loaded once: the stores through hdr might alias the frag) */
+    usnic_btl_header_t *hdr = frag->seg.hdr;
+    size_t size = frag->size;
+
+    frag->seg.len = sizeof(*hdr) + size;
+    hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    hdr->payload_len = (uint16_t) size;
+    hdr->tag = frag->tag;
     frag->segs_unacked = 1;
     opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
     ++module->stats.num_frag_sends;
