@@ -51,15 +51,17 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
     while (pending > 0) {
         for (int i = 0; i < n; ++i) {
             opal_btl_usnic_endpoint_t *ep = eps[i];
+            opal_btl_usnic_ah_t *ah;
             int err;
             char ip[32];
 
-            if (NULL == ep || NULL != ep->ah) {
+            if (NULL == ep || NULL != ep->dest[0].ah) {
                 continue;
             }
             err = module->ops->ah_create(module->pd, module->port_num, module->gid_index,
-                                         ep->remote.gid, &ep->ah);
+                                         ep->remote.gid, &ah);
             if (0 == err) {
+                opal_btl_usnic_endpoint_set_ah(ep, ah);
                 --pending;
                 last_progress = opal_btl_usnic_now_us() / 1e6;
                 continue;
@@ -93,7 +95,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
                                opal_process_info.nodename, module->dev_name, module->if_name,
                                pending, usnic_component.arp_timeout);
                 for (int i = 0; i < n; ++i) {
-                    if (NULL != eps[i] && NULL == eps[i]->ah) {
+                    if (NULL != eps[i] && NULL == eps[i]->dest[0].ah) {
                         OBJ_RELEASE(eps[i]);
                         eps[i] = NULL;
                     }
