@@ -199,7 +199,6 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
                          const opal_btl_usnic_cqe_t *cqe)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[rseg->base.channel];
     usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
     opal_btl_usnic_endpoint_t *ep = NULL;
     uint32_t byte_len = cqe->len;
@@ -284,5 +283,7 @@ done:
     }
 
 repost:
-    opal_btl_usnic_channel_queue_recv(chan, rseg);
+    /* (the channel looked up only now: one value less to keep across the
+     * calls above) */
+    opal_btl_usnic_channel_queue_recv(&module->channels[rseg->base.channel], rseg);
 }
