@@ -580,15 +580,17 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    /* (before the copies, which might alias the frag for the compiler: the
+     * reset's stores to the same fields then go) */
+    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->base.order = order;
+    frag->tag = tag;
     dst = frag->seg.payload;
     copy_short(dst, header, header_size);
     if (payload_size > 0) {
         size = copy_payload(conv, dst + header_size, payload_size);
     }
     frag->segs[0].seg_len = frag->size = header_size + size;
-    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->base.order = order;
-    frag->tag = tag;
     ++module->stats.pml_module_sends;
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* Data is already packed: queue it rather than make the PML redo it. */
