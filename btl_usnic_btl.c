@@ -462,7 +462,8 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     }
     ++module->stats.pml_module_sends;
 
-    if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
+    if (USNIC_FRAG_SMALL == frag->type && frag->size <= module->max_tiny_payload &&
+        opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* A descriptor the PML owns is not free while the datagram may have
          * to go again: no inline completion for it. */
         if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK ||

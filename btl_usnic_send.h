@@ -109,7 +109,8 @@ opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_e
 }
 
 /* Try the priority-channel fast path for a small frag: true if it went out
- * (inline: every sendi). */
+ * (inline: every sendi).  The caller has checked that the endpoint has not
+ * failed and that the frag fits max_tiny_payload. */
 static inline __opal_attribute_always_inline__ bool
 opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          opal_btl_usnic_send_frag_t *frag)
@@ -118,9 +119,8 @@ opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
     /* Never overtake queued frags, leave send slots for ACKs, and never send
      * more than the peer's priority queue has buffers for. */
-    if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
-        !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
-        ep->prio_inflight >= ep->prio_window || ep->failed) {
+    if (!opal_list_is_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
+        prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
         return false;
     }
     frag->seg.prio = true;
