@@ -49,10 +49,12 @@ static inline void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep,
                                                 usnic_btl_header_t *hdr)
 {
     if (ep->ack_owed) {
+        /* (first, while ack_owed is known true: the header's stores might
+         * alias ep for the compiler) */
+        opal_btl_usnic_ack_done(ep);
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
         opal_btl_usnic_add_ack_flags(ep, hdr);
-        opal_btl_usnic_ack_done(ep);
     } else {
         hdr->ack_present = 0;
     }
