@@ -237,8 +237,8 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
      * path below would come to the same after checking each again. */
     if (OPAL_LIKELY(USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type && 0 == hdr->put_addr &&
                     hdr->pkt_seq == ep->rx.next_contig)) {
-        ++module->stats.num_frag_recvs;
         usnic_rx_mark(&ep->rx, hdr->pkt_seq);
+        ++module->stats.num_frag_recvs;
         opal_btl_usnic_schedule_ack(ep, hdr->flags & USNIC_HDR_ACK_REQ);
         deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
         goto done;

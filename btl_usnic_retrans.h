@@ -91,6 +91,7 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);
  * window stays open.  (Inline: every datagram received.) */
 static inline void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
 {
+    opal_btl_usnic_module_t *module = ep->module;
     uint64_t ticks = usnic_component.progress_ticks;
     bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
     uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
@@ -98,18 +99,18 @@ static inline void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bo
     ep->ack_urgent |= immediate;
     if (!ep->ack_owed) {
         ep->ack_owed = true;
-        ++ep->module->acks_owed;
+        ++module->acks_owed;
         ep->ack_due_tick = due;
         if (!ep->on_acks_list) {
-            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
+            opal_list_append(&module->endpoints_that_need_acks, &ep->acks_li);
             ep->on_acks_list = true;
         }
     } else if (immediate || ep->ack_due_tick > ticks) {
         /* a delayed ACK waits for the pause; an immediate one stays so */
         ep->ack_due_tick = due;
     }
-    if (ep->ack_due_tick < ep->module->acks_due_tick) {
-        ep->module->acks_due_tick = ep->ack_due_tick;
+    if (ep->ack_due_tick < module->acks_due_tick) {
+        module->acks_due_tick = ep->ack_due_tick;
     }
 }
 
