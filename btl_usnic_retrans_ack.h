@@ -94,8 +94,9 @@ opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         break;
     }
 
-    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
-        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
+    /* (counted down: the last sequence need not stay live across the calls) */
+    for (uint16_t s = ep->tx.ack_seq_rcvd, n = (uint16_t) acked; n > 0; --n) {
+        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[++s & ep->tx_mask];
         opal_btl_usnic_send_seg_t *seg = *slot;
 
         *slot = NULL;
@@ -110,9 +111,6 @@ opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         }
         if (NULL != seg) {
             opal_btl_usnic_seg_acked(module, seg);
-        }
-        if (s == ack) {
-            break;
         }
     }
     opal_btl_usnic_new_ack(ep, ack, acked);
