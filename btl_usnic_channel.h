@@ -52,8 +52,8 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
     int rc;
 
     seg->base.channel = channel;
-    rc = module->ops->post_send(chan->hw, &ep->dest[channel], seg->hdr, seg->len, seg->lkey, signalled,
-                                signalled ? &seg->base : NULL);
+    rc = module->ops->post_send(chan->hw, &ep->dest[channel], seg->hdr, seg->len, seg->lkey,
+                                signalled, signalled ? &seg->base : NULL);
     if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
         return rc;
     }
