@@ -2,8 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Sending our own ACKs, standalone or riding on data.  When one is owed,
- * and what a received one does, is in btl_usnic_retrans.c.
+ * Sending our own standalone ACKs (riding on data: btl_usnic_ack.h).  When
+ * one is owed is in btl_usnic_retrans.c, what a received one does in
+ * btl_usnic_retrans_ack.h.
  */
 
 #include "opal_config.h"

@@ -2,8 +2,8 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Sending our own ACKs (what a received one does, and when one is owed:
- * btl_usnic_retrans.h).
+ * Sending our own ACKs (when one is owed: btl_usnic_retrans.h; what a
+ * received one does: btl_usnic_retrans_ack.h).
  */
 
 #ifndef BTL_USNIC_ACK_H

@@ -2,7 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Retransmit and liveness policy.  Every knob, and where it acts:
+ * Retransmit and liveness policy.  Every knob, and where it acts (what a
+ * received ACK does, handle_ack and new_ack, is inline in
+ * btl_usnic_retrans_ack.h):
  *
  * minimum timeout  btl_usnic_retrans_timeout (5000 us) is the floor of the
  *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
