@@ -25,11 +25,11 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
  * estimate needs no sample per message, and each costs two clock reads. */
 #define USNIC_RTT_SAMPLE_EVERY 8
 
-/* A segment went out for the first time and the round-trip clock or the
- * retransmit timer is idle (inline: once per round trip on the send path).
- * Every USNIC_RTT_SAMPLE_EVERY-th time the segment is timed; the timer is
- * armed without a clock read: the next check_timers, which reads the clock
- * once for all timers of its pass, sets its deadline. */
+/* A segment went out for the first time (inline: every first send).  If
+ * the round-trip clock is idle, every USNIC_RTT_SAMPLE_EVERY-th time the
+ * segment is timed; an idle timer is armed without a clock read: the next
+ * check_timers, which reads the clock once for all timers of its pass, sets
+ * its deadline. */
 static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep,
                                                     uint16_t seq)
 {

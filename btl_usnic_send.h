@@ -80,9 +80,7 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     seg->ack_pending = true;
     opal_btl_usnic_send_post(module, ep, seg, channel);
 
-    if (!ep->rtt_timing || !ep->timer_running) {
-        opal_btl_usnic_retrans_first_send(ep, seq);
-    }
+    opal_btl_usnic_retrans_first_send(ep, seq);
 
     if (inflight > module->stats.max_sent_window_size) {
         module->stats.max_sent_window_size = inflight;
