@@ -2,8 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Sending our own ACKs, standalone or riding on data.  When one is owed,
- * and what a received one does, is in btl_usnic_retrans.c.
+ * Sending our own standalone ACKs (riding on data: btl_usnic_ack.h).  When
+ * one is owed is in btl_usnic_retrans.c, what a received one does in
+ * btl_usnic_retrans_ack.h.
  */
 
 #include "opal_config.h"
@@ -16,25 +17,7 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
-/* (The endpoint stays listed: send_due_acks unlists it.) */
-static void ack_done(opal_btl_usnic_endpoint_t *ep)
-{
-    ep->rx_unacked = 0;
-    ep->ack_urgent = false;
-    ep->ack_hold_until_us = 0;
-    if (ep->ack_owed) {
-        ep->ack_owed = false;
-        if (0 == --ep->module->acks_owed) {
-            ep->module->acks_due_tick = UINT64_MAX;
-        }
-    }
-}
-
-/* Whether the segment after our ACK (a hole is open) is lost, not late:
- * the hole has been open for at least ack_hold_us.  The channels are two
- * queue pairs, so a segment sent on one may arrive after a later one sent
- * on the other. */
-static bool hole_is_loss(opal_btl_usnic_endpoint_t *ep)
+bool opal_btl_usnic_ack_hole(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
     double now = opal_btl_usnic_now_us();
 
@@ -43,48 +26,16 @@ static bool hole_is_loss(opal_btl_usnic_endpoint_t *ep)
         ep->rx_hole_seq = ep->rx.next_contig;
         ep->rx_hole_since_us = now;
     }
-    return now - ep->rx_hole_since_us >= usnic_component.ack_hold_us;
+    if (now - ep->rx_hole_since_us >= usnic_component.ack_hold_us) {
+        hdr->ack_flags |= USNIC_ACK_HOLE;
+        return false;
+    }
+    return true;
 }
 
-/* An ACK names the last duplicate that arrived since the one before, so
- * that the sender can tell a resend it did not need, and says whether a
- * segment after it is lost.  True if a hole is open but too young to
- * tell: then another ACK must follow, when it is old enough. */
-static inline bool add_ack_flags(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
+void opal_btl_usnic_ack_again(opal_btl_usnic_endpoint_t *ep)
 {
-    bool again = false;
-
-    hdr->ack_flags = 0;
-    if (OPAL_UNLIKELY(ep->rx.highest_rcvd != hdr->ack_seq)) {
-        if (hole_is_loss(ep)) {
-            hdr->ack_flags = USNIC_ACK_HOLE;
-        } else {
-            again = true;
-        }
-    }
-    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
-        hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
-        hdr->dup_seq = ep->rx_dup_seq;
-        ep->rx_dup_pending = false;
-    }
-    return again;
-}
-
-void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
-{
-    if (ep->ack_owed) {
-        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        bool again;
-
-        hdr->ack_present = 1;
-        again = add_ack_flags(ep, hdr);
-        ack_done(ep);
-        if (OPAL_UNLIKELY(again)) {
-            opal_btl_usnic_schedule_ack(ep, false);
-        }
-    } else {
-        hdr->ack_present = 0;
-    }
+    opal_btl_usnic_schedule_ack(ep, false);
 }
 
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
@@ -146,7 +97,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        again = add_ack_flags(ep, hdr);
+        again = opal_btl_usnic_add_ack_flags(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
@@ -158,7 +109,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (0 == item->seg.posted) {
             opal_free_list_return(&module->ack_segs, &item->super);
         }
-        ack_done(ep);
+        opal_btl_usnic_ack_done(ep);
         if (OPAL_UNLIKELY(again)) {
             opal_btl_usnic_schedule_ack(ep, false);
             next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;

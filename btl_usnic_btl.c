@@ -51,15 +51,17 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
     while (pending > 0) {
         for (int i = 0; i < n; ++i) {
             opal_btl_usnic_endpoint_t *ep = eps[i];
+            opal_btl_usnic_ah_t *ah;
             int err;
             char ip[32];
 
-            if (NULL == ep || NULL != ep->ah) {
+            if (NULL == ep || NULL != ep->dest[0].ah) {
                 continue;
             }
             err = module->ops->ah_create(module->pd, module->port_num, module->gid_index,
-                                         ep->remote.gid, &ep->ah);
+                                         ep->remote.gid, &ah);
             if (0 == err) {
+                opal_btl_usnic_endpoint_set_ah(ep, ah);
                 --pending;
                 last_progress = opal_btl_usnic_now_us() / 1e6;
                 continue;
@@ -93,7 +95,7 @@ static int create_ahs(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
                                opal_process_info.nodename, module->dev_name, module->if_name,
                                pending, usnic_component.arp_timeout);
                 for (int i = 0; i < n; ++i) {
-                    if (NULL != eps[i] && NULL == eps[i]->ah) {
+                    if (NULL != eps[i] && NULL == eps[i]->dest[0].ah) {
                         OBJ_RELEASE(eps[i]);
                         eps[i] = NULL;
                     }
@@ -460,7 +462,8 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     }
     ++module->stats.pml_module_sends;
 
-    if (USNIC_FRAG_SMALL == frag->type && opal_btl_usnic_send_fast(module, endpoint, frag)) {
+    if (USNIC_FRAG_SMALL == frag->type && frag->size <= module->max_tiny_payload &&
+        opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* A descriptor the PML owns is not free while the datagram may have
          * to go again: no inline completion for it. */
         if (frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK ||
@@ -578,15 +581,17 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    /* (before the copies, which might alias the frag for the compiler: the
+     * reset's stores to the same fields then go) */
+    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->base.order = order;
+    frag->tag = tag;
     dst = frag->seg.payload;
     copy_short(dst, header, header_size);
     if (payload_size > 0) {
         size = copy_payload(conv, dst + header_size, payload_size);
     }
     frag->segs[0].seg_len = frag->size = header_size + size;
-    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->base.order = order;
-    frag->tag = tag;
     ++module->stats.pml_module_sends;
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* Data is already packed: queue it rather than make the PML redo it. */

@@ -48,14 +48,12 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
                                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[channel];
-    opal_btl_usnic_dest_t dest = {.ah = ep->ah, .qpn = ep->remote.qp_num[channel],
-                                  .qkey = ep->remote.qkey};
     bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
     int rc;
 
     seg->base.channel = channel;
-    rc = module->ops->post_send(chan->hw, &dest, seg->hdr, seg->len, seg->lkey, signalled,
-                                signalled ? &seg->base : NULL);
+    rc = module->ops->post_send(chan->hw, &ep->dest[channel], seg->hdr, seg->len, seg->lkey,
+                                signalled, signalled ? &seg->base : NULL);
     if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
         return rc;
     }

@@ -17,13 +17,14 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_rdma.h"
 #include "btl_usnic_retrans.h"
+#include "btl_usnic_retrans_ack.h"
 #include "btl_usnic_send.h"
 
 static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
 {
     ep->module = NULL;
     ep->proc = NULL;
-    ep->ah = NULL;
+    ep->dest[0].ah = ep->dest[1].ah = NULL;
     OBJ_CONSTRUCT(&ep->all_li, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->sends_li, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->acks_li, opal_list_item_t);
@@ -91,8 +92,8 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     opal_btl_usnic_liveness_release(ep);
     free(ep->sent_segs);
     free(ep->rx_bits);
-    if (NULL != ep->ah) {
-        ep->module->ops->ah_destroy(ep->ah);
+    if (NULL != ep->dest[0].ah) {
+        ep->module->ops->ah_destroy(ep->dest[0].ah);
     }
     OBJ_DESTRUCT(&ep->send_queue);
     OBJ_DESTRUCT(&ep->timer_li);
@@ -108,6 +109,10 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
 {
     ep->module = module;
     ep->remote = *remote;
+    for (int c = 0; c < 2; ++c) {
+        ep->dest[c].qpn = remote->qp_num[c];
+        ep->dest[c].qkey = remote->qkey;
+    }
     ep->send_credits = module->channels[USNIC_DATA_CHANNEL].sd_num;
     ep->rx_bits = calloc(USNIC_WINDOW_SIZE / 64, sizeof(uint64_t));
     if (NULL == ep->rx_bits) {

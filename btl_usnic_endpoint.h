@@ -37,7 +37,9 @@ typedef struct mca_btl_base_endpoint_t {
     struct opal_btl_usnic_proc_t *proc;
     usnic_modex_addr_t remote;          /* the peer device's modex record */
     int remote_index;                   /* its index in the peer's modex */
-    opal_btl_usnic_ah_t *ah;
+    /* per channel, as remote.qp_num: built once, passed to every post; both
+     * hold the same address handle, NULL until it is made */
+    opal_btl_usnic_dest_t dest[2];
 
     /* list memberships, each with an explicit flag so removal has one owner */
     opal_list_item_t all_li;            /* module->all_endpoints */
@@ -108,6 +110,13 @@ typedef struct mca_btl_base_endpoint_t {
 } opal_btl_usnic_endpoint_t;
 typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
+
+/* The endpoint's address handle was made: every channel sends with it. */
+static inline void opal_btl_usnic_endpoint_set_ah(opal_btl_usnic_endpoint_t *ep,
+                                                  opal_btl_usnic_ah_t *ah)
+{
+    ep->dest[0].ah = ep->dest[1].ah = ah;
+}
 
 /* Set up windows and lists once the remote record is known. */
 int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep,

@@ -87,6 +87,24 @@ dead_qp:
     opal_btl_usnic_module_fatal(module, NULL);
 }
 
+/* One batch of a channel's completions, dispatched: its size, or -1 when
+ * the poll failed (fatal).  (Inline: each channel's call is its own, which
+ * keeps the idle pass short.) */
+static inline __attribute__((always_inline)) int
+poll_batch(opal_btl_usnic_module_t *module, int channel, opal_btl_usnic_cqe_t *cqe)
+{
+    int n = module->ops->poll(module->channels[channel].hw, cqe, USNIC_POLL_BATCH);
+
+    if (OPAL_UNLIKELY(n < 0)) {
+        opal_btl_usnic_module_fatal(module, NULL);
+        return -1;
+    }
+    for (int i = 0; i < n; ++i) {
+        handle_completion(module, channel, &cqe[i]);
+    }
+    return n;
+}
+
 /* After a full batch: poll the priority channel on, up to its CQ's size.
  * Returns the size of the last batch (USNIC_POLL_BATCH: maybe more left). */
 static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t *cqe, int *count)
@@ -96,13 +114,9 @@ static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t 
 
     for (int polled = n; USNIC_POLL_BATCH == n && polled < chan->cq_num && !module->dead;
          polled += n) {
-        n = module->ops->poll(chan->hw, cqe, USNIC_POLL_BATCH);
+        n = poll_batch(module, USNIC_PRIORITY_CHANNEL, cqe);
         if (OPAL_UNLIKELY(n < 0)) {
-            opal_btl_usnic_module_fatal(module, NULL);
             return 0;
-        }
-        for (int i = 0; i < n; ++i) {
-            handle_completion(module, USNIC_PRIORITY_CHANNEL, &cqe[i]);
         }
         *count += n;
     }
@@ -114,7 +128,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
     /* a poll came back full: completions (ACKs among them) may still wait */
     bool backlog = false;
-    int count = 0;
+    int count = 0, n;
 
     if (OPAL_UNLIKELY(module->dead)) {
         return 0;
@@ -128,23 +142,20 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
      * left waiting while a busy sender's peers keep acknowledging would at
      * last find it empty and be dropped.  The data channel gives one batch
      * per pass, so that the ACKs for it leave at the cadence. */
-    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        int n = module->ops->poll(module->channels[c].hw, cqe, USNIC_POLL_BATCH);
-        if (OPAL_UNLIKELY(n < 0)) {
-            opal_btl_usnic_module_fatal(module, NULL);
-            return count;
-        }
-        for (int i = 0; i < n; ++i) {
-            handle_completion(module, c, &cqe[i]);
-        }
-        count += n;
-        if (OPAL_UNLIKELY(USNIC_POLL_BATCH == n)) {
-            if (USNIC_PRIORITY_CHANNEL == c) {
-                n = drain_priority(module, cqe, &count);
-            }
-            backlog |= USNIC_POLL_BATCH == n;
-        }
+    n = poll_batch(module, USNIC_PRIORITY_CHANNEL, cqe);
+    if (OPAL_UNLIKELY(n < 0)) {
+        return count;
     }
+    count += n;
+    if (OPAL_UNLIKELY(USNIC_POLL_BATCH == n)) {
+        backlog = USNIC_POLL_BATCH == drain_priority(module, cqe, &count);
+    }
+    n = poll_batch(module, USNIC_DATA_CHANNEL, cqe);
+    if (OPAL_UNLIKELY(n < 0)) {
+        return count;
+    }
+    count += n;
+    backlog |= USNIC_POLL_BATCH == n;
     if (OPAL_UNLIKELY(module->dead)) {
         return count;
     }

@@ -22,6 +22,7 @@
 #include "btl_usnic_rdma.h"
 #include "btl_usnic_recv.h"
 #include "btl_usnic_retrans.h"
+#include "btl_usnic_retrans_ack.h"
 
 void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_t why)
 {
@@ -35,9 +36,10 @@ void opal_btl_usnic_count_bad(opal_btl_usnic_module_t *module, usnic_pkt_result_
 }
 
 /* Hand a complete message to the PML, with the descriptor of the receive
- * buffer that completed it. */
-static void deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                    opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
+ * buffer that completed it (inline: every message). */
+static inline __opal_attribute_always_inline__ void
+deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+        opal_btl_usnic_recv_seg_t *rseg, uint8_t tag, void *data, size_t len)
 {
     /* The trigger table has MCA_BTL_TAG_MAX entries: tag 255 is not one,
      * it is ours (emulated GET and atomics). */
@@ -202,11 +204,11 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
                          const opal_btl_usnic_cqe_t *cqe)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[rseg->base.channel];
     usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
     opal_btl_usnic_endpoint_t *ep = NULL;
     uint32_t byte_len = cqe->len;
     usnic_pkt_result_t res;
+    uint64_t depth;
     size_t len;
 
     ++module->stats.num_total_recvs;
@@ -235,6 +237,16 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         } else {
             opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
         }
+    }
+    /* The usual datagram: a small frag, the next one in order; the general
+     * path below would come to the same after checking each again. */
+    if (OPAL_LIKELY(USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type && 0 == hdr->put_addr &&
+                    hdr->pkt_seq == ep->rx.next_contig)) {
+        usnic_rx_mark(&ep->rx, hdr->pkt_seq);
+        ++module->stats.num_frag_recvs;
+        opal_btl_usnic_schedule_ack(ep, hdr->flags & USNIC_HDR_ACK_REQ);
+        deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
+        goto done;
     }
     if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
         ++module->stats.num_ack_recvs;
@@ -268,14 +280,15 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
             ++module->stats.num_chunk_recvs;
         }
     }
-    {
-        /* from the last ACK sent to the highest sequence received */
-        uint64_t depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx_acked);
-        if (depth > module->stats.max_rcvd_window_size) {
-            module->stats.max_rcvd_window_size = depth;
-        }
+done:
+    /* from the last ACK sent to the highest sequence received */
+    depth = (uint16_t)(ep->rx.highest_rcvd - ep->rx_acked);
+    if (depth > module->stats.max_rcvd_window_size) {
+        module->stats.max_rcvd_window_size = depth;
     }
 
 repost:
-    opal_btl_usnic_channel_queue_recv(chan, rseg);
+    /* (the channel looked up only now: one value less to keep across the
+     * calls above) */
+    opal_btl_usnic_channel_queue_recv(&module->channels[rseg->base.channel], rseg);
 }

@@ -2,7 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Retransmit and liveness policy.  Every knob, and where it acts:
+ * Retransmit and liveness policy.  Every knob, and where it acts (what a
+ * received ACK does, handle_ack and new_ack, is inline in
+ * btl_usnic_retrans_ack.h):
  *
  * minimum timeout  btl_usnic_retrans_timeout (5000 us) is the floor of the
  *                  retransmit timeout (RTO), USNIC_MAX_RTO_US (1 s) its
@@ -83,10 +85,11 @@
  *                  window, and one whose sender asks
  *                  (USNIC_HDR_ACK_REQ: its window is full, or a resend),
  *                  so that a small congestion window never waits for the
- *                  hold (the receive path asks, schedule_ack).  Not for a
- *                  completed fragment: its ACK rides on the answer of a
- *                  ping-pong.  Data carries an owed ACK along
- *                  (btl_usnic_ack.c).
+ *                  hold (the receive path asks, schedule_ack, inline in
+ *                  btl_usnic_retrans.h).  Not for a completed fragment:
+ *                  its ACK rides on the answer of a ping-pong.  Data
+ *                  carries an owed ACK along (opal_btl_usnic_piggyback_ack,
+ *                  btl_usnic_ack.h).
  * peer timeout     btl_usnic_peer_timeout (30 s), checked every
  *                  USNIC_PEER_CHECK_TICKS (256) progress calls for the
  *                  endpoints whose timer runs (check_dead_peers): from a
@@ -109,6 +112,7 @@
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
 #include "btl_usnic_retrans.h"
+#include "btl_usnic_retrans_ack.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
@@ -122,15 +126,6 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
-/* Queue a segment for retransmission (timer or duplicate ACK). */
-static void queue_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_send_seg_t *seg)
-{
-    if (!seg->on_resend_list) {
-        opal_list_append(&module->pending_resend_segs, &seg->resend_li);
-        seg->on_resend_list = true;
-    }
-}
-
 /* A loss seen: send less into the path that lost it. */
 static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
 {
@@ -141,22 +136,9 @@ static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
 
 /* ---- the retransmit timer ---- */
 
-/* Nothing is unacknowledged: the timer stops, but the endpoint stays
- * listed until the next walk (a ping-pong would unlist and relist it for
- * every message). */
-static void timer_idle(opal_btl_usnic_endpoint_t *ep)
-{
-    /* no stall for the dead-peer check to watch */
-    ep->watch.watch_since = 0;
-    if (ep->timer_running) {
-        ep->timer_running = false;
-        --ep->module->timers_running;
-    }
-}
-
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
 {
-    timer_idle(ep);
+    opal_btl_usnic_timer_idle(ep);
     if (ep->on_timer_list) {
         opal_list_remove_item(&ep->module->endpoints_with_timers, &ep->timer_li);
         ep->on_timer_list = false;
@@ -183,7 +165,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     ep->in_recovery = true;
     ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
     if (NULL != seg && !seg->on_resend_list) {
-        queue_resend(module, seg);
+        opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_timeout_retrans;
         n = 1;
     }
@@ -235,7 +217,7 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 /* ---- what ACKs tell the sender ---- */
 
 /* The peer still misses ack + 1: fast retransmit, once per hole. */
-static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+void opal_btl_usnic_dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     /* (Nothing in flight: maybe nothing ever sent, and no table yet.) */
@@ -245,81 +227,10 @@ static void dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 
     if (NULL != seg && !seg->on_resend_list &&
         ++ep->dup_ack_count == USNIC_FAST_RETRANS_DUP_ACKS) {
-        queue_resend(module, seg);
+        opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_fast_retrans;
         cut(ep, false);
     }
-}
-
-/* The window moved up to ack: the peer is alive, the backoff goes; in a
- * recovery a partial ACK points at the next hole. */
-static void new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t acked)
-{
-    ep->dup_ack_count = 0;
-    usnic_tx_cwnd_acked(&ep->tx, acked);
-    usnic_rto_unback(&ep->rto);
-    if (ep->in_recovery) {
-        if (USNIC_SEQ_DIFF16(ep->recover_seq, ack) > 0 && 0 != usnic_tx_window_inflight(&ep->tx)) {
-            opal_btl_usnic_send_seg_t *next = ep->sent_segs[(uint16_t)(ack + 1) & ep->tx_mask];
-            if (NULL != next && !next->on_resend_list) {
-                queue_resend(ep->module, next);
-                ++ep->module->stats.num_fast_retrans;
-            }
-        } else {
-            ep->in_recovery = false;
-        }
-    }
-    /* (A timer that stops needs no time: the next first send restarts it.) */
-    if (0 == usnic_tx_window_inflight(&ep->tx)) {
-        timer_idle(ep);
-    } else {
-        ep->rto_restart = true;
-    }
-}
-
-void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
-{
-    opal_btl_usnic_module_t *module = ep->module;
-    uint32_t acked = (uint16_t)(ack - ep->tx.ack_seq_rcvd);
-
-    switch (usnic_tx_classify_ack(&ep->tx, ack)) {
-    case USNIC_ACK_OLD:
-        ++module->stats.num_old_dup_acks;
-        return;
-    case USNIC_ACK_BOGUS:
-        ++module->stats.num_bogus_acks;
-        return;
-    case USNIC_ACK_DUP:
-        ++module->stats.num_dup_acks;
-        dup_ack(ep, ack);
-        return;
-    case USNIC_ACK_NEW:
-        break;
-    }
-
-    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1);; ++s) {
-        opal_btl_usnic_send_seg_t **slot = &ep->sent_segs[s & ep->tx_mask];
-        opal_btl_usnic_send_seg_t *seg = *slot;
-
-        *slot = NULL;
-        /* Advance first: a PML callback below may send on this endpoint. */
-        ep->tx.ack_seq_rcvd = s;
-        if (ep->rtt_timing && s == ep->rtt_seq) {
-            ep->rtt_timing = false;
-            usnic_rto_sample(&ep->rto, opal_btl_usnic_now_us() - ep->rtt_start_us);
-            if (ep->rto.rto_us > module->stats.max_rto_us) {
-                module->stats.max_rto_us = ep->rto.rto_us;
-            }
-        }
-        if (NULL != seg) {
-            opal_btl_usnic_seg_acked(module, seg);
-        }
-        if (s == ack) {
-            break;
-        }
-    }
-    new_ack(ep, ack, acked);
-    opal_btl_usnic_check_rts(ep);
 }
 
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
@@ -353,7 +264,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     opal_btl_usnic_handle_ack(ep, ack);
     /* (A repeated one went through dup_ack in handle_ack already.) */
     if (USNIC_ACK_NEW == class && (flags & USNIC_ACK_HOLE)) {
-        dup_ack(ep, ack);
+        opal_btl_usnic_dup_ack(ep, ack);
     }
 }
 
@@ -392,34 +303,6 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
             ++module->stats.num_resends;
             ++n;
         }
-    }
-}
-
-/* ---- ACK cadence ---- */
-
-/* Each ACK costs the peer's device a receive, so fewer is better as long as
- * the sender's window stays open. */
-void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
-{
-    uint64_t ticks = usnic_component.progress_ticks;
-    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
-    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
-
-    ep->ack_urgent |= immediate;
-    if (!ep->ack_owed) {
-        ep->ack_owed = true;
-        ++ep->module->acks_owed;
-        ep->ack_due_tick = due;
-        if (!ep->on_acks_list) {
-            opal_list_append(&ep->module->endpoints_that_need_acks, &ep->acks_li);
-            ep->on_acks_list = true;
-        }
-    } else if (immediate || ep->ack_due_tick > ticks) {
-        /* a delayed ACK waits for the pause; an immediate one stays so */
-        ep->ack_due_tick = due;
-    }
-    if (ep->ack_due_tick < ep->module->acks_due_tick) {
-        ep->module->acks_due_tick = ep->ack_due_tick;
     }
 }
 

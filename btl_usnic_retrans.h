@@ -25,11 +25,11 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
  * estimate needs no sample per message, and each costs two clock reads. */
 #define USNIC_RTT_SAMPLE_EVERY 8
 
-/* A segment went out for the first time and the round-trip clock or the
- * retransmit timer is idle (inline: once per round trip on the send path).
- * Every USNIC_RTT_SAMPLE_EVERY-th time the segment is timed; the timer is
- * armed without a clock read: the next check_timers, which reads the clock
- * once for all timers of its pass, sets its deadline. */
+/* A segment went out for the first time (inline: every first send).  If
+ * the round-trip clock is idle, every USNIC_RTT_SAMPLE_EVERY-th time the
+ * segment is timed; an idle timer is armed without a clock read: the next
+ * check_timers, which reads the clock once for all timers of its pass, sets
+ * its deadline. */
 static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *ep,
                                                     uint16_t seq)
 {
@@ -49,9 +49,8 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
     }
 }
 
-/* A cumulative ACK arrived from the peer of ep: release what it covers,
- * sample the round trip, and act on it as the policy says. */
-void opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
+/* What a cumulative ACK does (opal_btl_usnic_handle_ack): inline in
+ * btl_usnic_retrans_ack.h. */
 
 /* An ACK with USNIC_ACK_* flags.  DUP_SEEN: dup_seq was received again, so
  * a timer resend of it was spurious (undone), and the ACK itself, if it
@@ -87,8 +86,33 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 /* Post the queued retransmits, within the per-pass budget. */
 void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);
 
-/* We owe the peer an ACK: now, or at the ACK cadence. */
-void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now);
+/* We owe the peer an ACK: now, or at the ACK cadence.  Each ACK costs the
+ * peer's device a receive, so fewer is better as long as the sender's
+ * window stays open.  (Inline: every datagram received.) */
+static inline void opal_btl_usnic_schedule_ack(opal_btl_usnic_endpoint_t *ep, bool now)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    uint64_t ticks = usnic_component.progress_ticks;
+    bool immediate = now || ++ep->rx_unacked >= USNIC_ACK_EVERY;
+    uint64_t due = ticks + (immediate ? 0 : (uint64_t) usnic_component.ack_iteration_delay);
+
+    ep->ack_urgent |= immediate;
+    if (!ep->ack_owed) {
+        ep->ack_owed = true;
+        ++module->acks_owed;
+        ep->ack_due_tick = due;
+        if (!ep->on_acks_list) {
+            opal_list_append(&module->endpoints_that_need_acks, &ep->acks_li);
+            ep->on_acks_list = true;
+        }
+    } else if (immediate || ep->ack_due_tick > ticks) {
+        /* a delayed ACK waits for the pause; an immediate one stays so */
+        ep->ack_due_tick = due;
+    }
+    if (ep->ack_due_tick < module->acks_due_tick) {
+        module->acks_due_tick = ep->ack_due_tick;
+    }
+}
 
 /* Judge the peers that hold our data unacknowledged; a dead one is fatal. */
 void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module);

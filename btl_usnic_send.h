@@ -65,6 +65,8 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         opal_btl_usnic_connectivity_check(ep);
     }
     seq = ep->tx.next_seq_to_send++;
+    /* (with this one; once, for the ACK request and the statistic) */
+    inflight = usnic_tx_window_inflight(&ep->tx);
 
     seg->seq = seq;
     hdr->sender = usnic_component.my_hashed_name;
@@ -72,17 +74,14 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     hdr->put_addr = seg->frag->put_addr;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */
-    hdr->flags = usnic_tx_window_open(&ep->tx) ? 0 : USNIC_HDR_ACK_REQ;
+    hdr->flags = usnic_tx_window_room(&ep->tx, inflight) ? 0 : USNIC_HDR_ACK_REQ;
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;
     opal_btl_usnic_send_post(module, ep, seg, channel);
 
-    if (!ep->rtt_timing || !ep->timer_running) {
-        opal_btl_usnic_retrans_first_send(ep, seq);
-    }
+    opal_btl_usnic_retrans_first_send(ep, seq);
 
-    inflight = usnic_tx_window_inflight(&ep->tx);
     if (inflight > module->stats.max_sent_window_size) {
         module->stats.max_sent_window_size = inflight;
     }
@@ -94,17 +93,22 @@ static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                                opal_btl_usnic_send_frag_t *frag, int channel)
 {
-    frag->seg.len = sizeof(usnic_btl_header_t) + frag->size;
-    frag->seg.hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
-    frag->seg.hdr->payload_len = (uint16_t) frag->size;
-    frag->seg.hdr->tag = frag->tag;
+    /* (loaded once: the stores through hdr might alias the frag) */
+    usnic_btl_header_t *hdr = frag->seg.hdr;
+    size_t size = frag->size;
+
+    frag->seg.len = sizeof(*hdr) + size;
+    hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    hdr->payload_len = (uint16_t) size;
+    hdr->tag = frag->tag;
     frag->segs_unacked = 1;
     opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
     ++module->stats.num_frag_sends;
 }
 
 /* Try the priority-channel fast path for a small frag: true if it went out
- * (inline: every sendi). */
+ * (inline: every sendi).  The caller has checked that the endpoint has not
+ * failed and that the frag fits max_tiny_payload. */
 static inline __opal_attribute_always_inline__ bool
 opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          opal_btl_usnic_send_frag_t *frag)
@@ -113,9 +117,8 @@ opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
     /* Never overtake queued frags, leave send slots for ACKs, and never send
      * more than the peer's priority queue has buffers for. */
-    if (frag->size > module->max_tiny_payload || !opal_list_is_empty(&ep->send_queue) ||
-        !usnic_tx_window_open(&ep->tx) || prio->sd_wqe < module->fastsend_wqe_thresh ||
-        ep->prio_inflight >= ep->prio_window || ep->failed) {
+    if (!opal_list_is_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
+        prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
         return false;
     }
     frag->seg.prio = true;

@@ -54,10 +54,15 @@ static inline uint32_t usnic_tx_window_inflight(const usnic_tx_window_t *w)
     return (uint16_t)(w->next_seq_to_send - w->ack_seq_rcvd - 1);
 }
 
+/* Whether inflight segments leave room for one more. */
+static inline bool usnic_tx_window_room(const usnic_tx_window_t *w, uint32_t inflight)
+{
+    return inflight < w->size && inflight < w->cwnd;
+}
+
 static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
 {
-    uint32_t inflight = usnic_tx_window_inflight(w);
-    return inflight < w->size && inflight < w->cwnd;
+    return usnic_tx_window_room(w, usnic_tx_window_inflight(w));
 }
 
 /* A loss was seen (timeout: the timer expired; else a duplicate ACK): the

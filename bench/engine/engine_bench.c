@@ -368,6 +368,7 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
     opal_btl_usnic_module_t *m = &w->mods[s];
     opal_btl_usnic_proc_t *up = OBJ_NEW(opal_btl_usnic_proc_t);
     opal_btl_usnic_endpoint_t *ep;
+    opal_btl_usnic_ah_t *ah;
 
     if (NULL == up) {
         return NULL;
@@ -403,7 +404,8 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
         OBJ_RELEASE(ep);
         return NULL;
     }
-    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ep->ah);
+    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ah);
+    opal_btl_usnic_endpoint_set_ah(ep, ah);
     up->endpoints[s] = ep;
     opal_hash_table_set_value_uint64(&m->senders, up->hashed_name, ep);
     opal_list_append(&m->all_endpoints, &ep->all_li);

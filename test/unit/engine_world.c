@@ -123,6 +123,7 @@ static int endpoint_build(world_t *w, int s)
     int peer = 1 - s;
     opal_btl_usnic_proc_t *up;
     opal_btl_usnic_endpoint_t *ep;
+    opal_btl_usnic_ah_t *ah;
     int rc;
 
     OBJ_CONSTRUCT(&w->oproc[s], opal_proc_t);
@@ -161,7 +162,8 @@ static int endpoint_build(world_t *w, int s)
         OBJ_RELEASE(ep);
         return rc;
     }
-    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ep->ah);
+    m->ops->ah_create(m->pd, m->port_num, m->gid_index, ep->remote.gid, &ah);
+    opal_btl_usnic_endpoint_set_ah(ep, ah);
     up->endpoints[s] = ep;
     opal_hash_table_set_value_uint64(&m->senders, up->hashed_name, ep);
     opal_list_append(&m->all_endpoints, &ep->all_li);
