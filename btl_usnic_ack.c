@@ -19,14 +19,9 @@
 
 bool opal_btl_usnic_ack_hole(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
 {
-    double now = opal_btl_usnic_now_us();
-
-    /* a hole filled up to the next one: that one counts from now */
-    if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
-        ep->rx_hole_seq = ep->rx.next_contig;
-        ep->rx_hole_since_us = now;
-    }
-    if (now - ep->rx_hole_since_us >= usnic_component.ack_hold_us) {
+    /* (a hole filled up to the next one: that one counts from now) */
+    opal_btl_usnic_hole_seen(ep);
+    if (opal_btl_usnic_now_us() - ep->rx_hole_since_us >= usnic_component.ack_hold_us) {
         hdr->ack_flags |= USNIC_ACK_HOLE;
         return false;
     }
@@ -111,7 +106,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         }
         opal_btl_usnic_ack_done(ep);
         if (OPAL_UNLIKELY(again)) {
-            opal_btl_usnic_schedule_ack(ep, false);
+            opal_btl_usnic_ack_again(ep);
             next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
         }
     }

@@ -29,6 +29,15 @@ static inline void opal_btl_usnic_ack_done(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
+/* A hole is open at rx.next_contig: note when it opened, unless noted. */
+static inline void opal_btl_usnic_hole_seen(opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
+        ep->rx_hole_seq = ep->rx.next_contig;
+        ep->rx_hole_since_us = opal_btl_usnic_now_us();
+    }
+}
+
 /* A hole is open above the ACK in hdr.  The channels are two queue pairs,
  * so a segment sent on one may arrive after a later one sent on the other:
  * only a hole open for at least ack_hold_us is a loss, and gets

@@ -176,10 +176,7 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     case USNIC_RX_ACCEPT:
         /* above a hole: when it opened is what tells a loss from a
          * segment still on its way through the other channel */
-        if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
-            ep->rx_hole_seq = ep->rx.next_contig;
-            ep->rx_hole_since_us = opal_btl_usnic_now_us();
-        }
+        opal_btl_usnic_hole_seen(ep);
         return true;
     case USNIC_RX_DUP:
         /* above a hole: the ACK it draws points at the hole */
