@@ -51,7 +51,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->ack_hold_until_us = 0;
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
-    ep->dup_ack_count = 0;
+    ep->hole_resent = false;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
     ep->rx_dup_pending = false;

@@ -81,7 +81,7 @@ typedef struct mca_btl_base_endpoint_t {
     uint32_t rtt_skip;                  /* timer starts counted toward the next sample */
     uint16_t rtt_seq;
     double rtt_start_us;
-    int dup_ack_count;
+    bool hole_resent;                   /* the reported hole at ack + 1 was resent */
     /* The last timer resend, until the peer shows whether it was needed:
      * its sequence number and the congestion window before its cut. */
     bool tmo_pending;

@@ -41,20 +41,19 @@
  *                  spurious (the peer was away, the host busy): recovery
  *                  ends, the congestion cut and the backoff are undone
  *                  (flagged_ack); the floor stays, since a lost ACK on a
- *                  lossy path looks the same.  An
- *                  ACK with such a report that repeats the last one answers
- *                  the duplicate and is no sign of a hole.
+ *                  lossy path looks the same.
  * recovery         after an expiry, until everything sent before it is
  *                  acknowledged, an ACK that moves the window but stops
  *                  short points at the next lost segment, which is resent
  *                  at once (NewReno's partial ACKs; new_ack).
- * fast retransmit  USNIC_FAST_RETRANS_DUP_ACKS (1) duplicate ACK resends the
- *                  segment after it, once per hole (dup_ack); so does an
- *                  ACK that moves the window but says the receiver has
- *                  held segments above it for at least its ACK hold
- *                  (USNIC_ACK_HOLE, flagged_ack; younger holes may be a
- *                  segment late through the other channel), since a
- *                  receiver's ACKs for one pass are one ACK.
+ * fast retransmit  an ACK that says the receiver has held segments above
+ *                  it for at least its ACK hold (USNIC_ACK_HOLE) resends
+ *                  the segment after it at once, once per hole
+ *                  (flagged_ack, hole_reported).  A duplicate ACK alone
+ *                  resends nothing: the channels are two queue pairs, so a
+ *                  segment on one may arrive after a later one on the
+ *                  other, and the receiver repeats its ACK meanwhile; nor
+ *                  does a hole younger than the hold get reported.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit
  *                  halves the endpoint's congestion window, an expiry
  *                  restarts it from USNIC_CWND_MIN segments, once per window
@@ -115,8 +114,6 @@
 #include "btl_usnic_retrans_ack.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
-
-#define USNIC_FAST_RETRANS_DUP_ACKS 1
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
@@ -216,8 +213,8 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 
 /* ---- what ACKs tell the sender ---- */
 
-/* The peer still misses ack + 1: fast retransmit, once per hole. */
-void opal_btl_usnic_dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+/* The peer reports ack + 1 lost: fast retransmit, once per hole. */
+static void hole_reported(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     /* (Nothing in flight: maybe nothing ever sent, and no table yet.) */
@@ -225,8 +222,8 @@ void opal_btl_usnic_dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
     opal_btl_usnic_send_seg_t *seg =
         0 != usnic_tx_window_inflight(&ep->tx) ? ep->sent_segs[lost & ep->tx_mask] : NULL;
 
-    if (NULL != seg && !seg->on_resend_list &&
-        ++ep->dup_ack_count == USNIC_FAST_RETRANS_DUP_ACKS) {
+    if (NULL != seg && !seg->on_resend_list && !ep->hole_resent) {
+        ep->hole_resent = true;
         opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_fast_retrans;
         cut(ep, false);
@@ -256,15 +253,9 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
         ++module->stats.num_spurious_timeouts;
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
-    /* Repeating the last ACK only to report a duplicate: no sign of a hole. */
-    if (OPAL_UNLIKELY(USNIC_ACK_DUP == class && !(flags & USNIC_ACK_HOLE))) {
-        ++module->stats.num_dup_acks;
-        return;
-    }
     opal_btl_usnic_handle_ack(ep, ack);
-    /* (A repeated one went through dup_ack in handle_ack already.) */
-    if (USNIC_ACK_NEW == class && (flags & USNIC_ACK_HOLE)) {
-        opal_btl_usnic_dup_ack(ep, ack);
+    if ((flags & USNIC_ACK_HOLE) && (USNIC_ACK_NEW == class || USNIC_ACK_DUP == class)) {
+        hole_reported(ep, ack);
     }
 }
 

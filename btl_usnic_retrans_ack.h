@@ -41,15 +41,12 @@ static inline void opal_btl_usnic_timer_idle(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* The peer still misses ack + 1: fast retransmit, once per hole. */
-void opal_btl_usnic_dup_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack);
-
 /* The window moved up to ack: the peer is alive, the backoff goes; in a
  * recovery a partial ACK points at the next hole. */
 static inline void opal_btl_usnic_new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack,
                                           uint32_t acked)
 {
-    ep->dup_ack_count = 0;
+    ep->hole_resent = false;
     usnic_tx_cwnd_acked(&ep->tx, acked);
     usnic_rto_unback(&ep->rto);
     if (ep->in_recovery) {
@@ -87,8 +84,10 @@ opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ++module->stats.num_bogus_acks;
         return;
     case USNIC_ACK_DUP:
+        /* No sign of a loss by itself: the receiver repeats its ACK for a
+         * segment that came early through the other channel, too.  A loss
+         * is what it reports (USNIC_ACK_HOLE, flagged_ack). */
         ++module->stats.num_dup_acks;
-        opal_btl_usnic_dup_ack(ep, ack);
         return;
     case USNIC_ACK_NEW:
         break;

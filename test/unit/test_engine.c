@@ -648,14 +648,20 @@ USNIC_TEST(engine_loss)
 /* ------------------------------------------------------------------ */
 /* ACKs                                                                */
 
-static void inject_ack(world_t *w, int to, uint16_t ack)
+static void inject_flagged_ack(world_t *w, int to, uint16_t ack, uint8_t flags)
 {
     usnic_btl_header_t h;
 
     world_header(w, 1 - to, &h, USNIC_PAYLOAD_TYPE_ACK);
     h.ack_present = 1;
     h.ack_seq = ack;
+    h.ack_flags = flags;
     world_inject(w, to, USNIC_PRIORITY_CHANNEL, &h, sizeof(h));
+}
+
+static void inject_ack(world_t *w, int to, uint16_t ack)
+{
+    inject_flagged_ack(w, to, ack, 0);
 }
 
 /* ACKs for sequence numbers never sent, and old ones, change nothing. */
@@ -841,6 +847,50 @@ USNIC_TEST(engine_rtt_sample_above_resend_dropped)
     check(!ep->rto.have_sample);
     check_int_eq(ep->rto.rto_us, usnic_component.retrans_timeout);
     check_int_eq(STATS(w, SIDE_A)->max_rto_us, 0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A repeated ACK alone resends nothing: the receiver repeats its ACK while
+ * a segment sent on the other channel is still on its way.  Only its
+ * report of a hole (USNIC_ACK_HOLE) does, once per hole, whether the ACK
+ * that carries it moves the window or repeats it. */
+USNIC_TEST(engine_repeated_ack_alone_resends_nothing)
+{
+    world_t *w = world_new(300, 400);
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    for (int i = 0; i < 6; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(ep->tx.next_seq_to_send, 306);
+    inject_ack(w, SIDE_A, 301);                 /* moves the window */
+    inject_ack(w, SIDE_A, 301);
+    inject_ack(w, SIDE_A, 301);
+    world_progress(w, SIDE_A);
+    check_int_eq(ep->tx.ack_seq_rcvd, 301);
+    check_int_eq(STATS(w, SIDE_A)->num_dup_acks, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    /* the hole at 302 reported by a repeat: 302 goes again, once */
+    inject_flagged_ack(w, SIDE_A, 301, USNIC_ACK_HOLE);
+    inject_flagged_ack(w, SIDE_A, 301, USNIC_ACK_HOLE);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    /* the next hole, reported by an ACK that moves the window: 304 */
+    inject_flagged_ack(w, SIDE_A, 303, USNIC_ACK_HOLE);
+    world_progress(w, SIDE_A);
+    check_int_eq(ep->tx.ack_seq_rcvd, 303);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 2);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
     world_fini(w);
     return 0;
