@@ -17,22 +17,6 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
-bool opal_btl_usnic_ack_hole(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr)
-{
-    /* (a hole filled up to the next one: that one counts from now) */
-    opal_btl_usnic_hole_seen(ep);
-    if (opal_btl_usnic_now_us() - ep->rx_hole_since_us >= usnic_component.ack_hold_us) {
-        hdr->ack_flags |= USNIC_ACK_HOLE;
-        return false;
-    }
-    return true;
-}
-
-void opal_btl_usnic_ack_again(opal_btl_usnic_endpoint_t *ep)
-{
-    opal_btl_usnic_schedule_ack(ep, false);
-}
-
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
@@ -47,7 +31,6 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
                                                            acks_li);
         opal_btl_usnic_ack_item_t *item;
         usnic_btl_header_t *hdr;
-        bool again;
 
         next = opal_list_get_next(li);
         if (!ep->ack_owed) {
@@ -92,7 +75,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->put_addr = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        again = opal_btl_usnic_add_ack_flags(ep, hdr);
+        opal_btl_usnic_add_ack_flags(ep, hdr);
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
@@ -105,10 +88,6 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
             opal_free_list_return(&module->ack_segs, &item->super);
         }
         opal_btl_usnic_ack_done(ep);
-        if (OPAL_UNLIKELY(again)) {
-            opal_btl_usnic_ack_again(ep);
-            next_due = ep->ack_due_tick < next_due ? ep->ack_due_tick : next_due;
-        }
     }
     /* Stopped early (no send slot or buffer): the rest are due now. */
     module->acks_due_tick = li != opal_list_get_end(&module->endpoints_that_need_acks)

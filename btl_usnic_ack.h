@@ -29,44 +29,23 @@ static inline void opal_btl_usnic_ack_done(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* A hole is open at rx.next_contig: note when it opened, unless noted. */
-static inline void opal_btl_usnic_hole_seen(opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->rx_hole_seq != ep->rx.next_contig || 0 == ep->rx_hole_since_us) {
-        ep->rx_hole_seq = ep->rx.next_contig;
-        ep->rx_hole_since_us = opal_btl_usnic_now_us();
-    }
-}
-
-/* A hole is open above the ACK in hdr.  The channels are two queue pairs,
- * so a segment sent on one may arrive after a later one sent on the other:
- * only a hole open for at least ack_hold_us is a loss, and gets
- * USNIC_ACK_HOLE.  True if it is too young to tell: another ACK must
- * follow, when it can. */
-bool opal_btl_usnic_ack_hole(opal_btl_usnic_endpoint_t *ep, usnic_btl_header_t *hdr);
-
-/* Owe the peer another (delayed) ACK. */
-void opal_btl_usnic_ack_again(opal_btl_usnic_endpoint_t *ep);
-
 /* An ACK names the last duplicate that arrived since the one before, so
- * that the sender can tell a resend it did not need, and says whether the
- * segment after it is lost.  True if another ACK must follow
- * (opal_btl_usnic_ack_hole). */
-static inline bool opal_btl_usnic_add_ack_flags(opal_btl_usnic_endpoint_t *ep,
+ * that the sender can tell a resend it did not need (and why), says
+ * whether a resend arrived, and whether the segment after it is known
+ * lost. */
+static inline void opal_btl_usnic_add_ack_flags(opal_btl_usnic_endpoint_t *ep,
                                                 usnic_btl_header_t *hdr)
 {
-    bool again = false;
-
-    hdr->ack_flags = 0;
-    if (OPAL_UNLIKELY(ep->rx.highest_rcvd != hdr->ack_seq)) {
-        again = opal_btl_usnic_ack_hole(ep, hdr);
-    }
-    if (OPAL_UNLIKELY(ep->rx_dup_pending)) {
-        hdr->ack_flags |= USNIC_ACK_DUP_SEEN;
+    hdr->ack_flags = ep->rx_report;
+    if (OPAL_UNLIKELY(0 != ep->rx_report)) {
         hdr->dup_seq = ep->rx_dup_seq;
-        ep->rx_dup_pending = false;
+        ep->rx_report = 0;
     }
-    return again;
+    if (OPAL_UNLIKELY(ep->rx.highest_rcvd != hdr->ack_seq || 0 != ep->rx.nlost)) {
+        if (usnic_rx_edge_lost(&ep->rx)) {
+            hdr->ack_flags |= USNIC_ACK_HOLE;
+        }
+    }
 }
 
 /* Fill in a header's piggy-backed ACK if one is owed (and clear the debt).
@@ -80,9 +59,7 @@ static inline void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep,
         opal_btl_usnic_ack_done(ep);
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         hdr->ack_present = 1;
-        if (OPAL_UNLIKELY(opal_btl_usnic_add_ack_flags(ep, hdr))) {
-            opal_btl_usnic_ack_again(ep);
-        }
+        opal_btl_usnic_add_ack_flags(ep, hdr);
     } else {
         hdr->ack_present = 0;
     }

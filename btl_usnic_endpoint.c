@@ -54,10 +54,10 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->hole_resent = false;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
-    ep->rx_dup_pending = false;
+    ep->rx_report = 0;
+    ep->floor_raised_us = 0;
+    ep->tmo_sent_us = 0;
     ep->rx_dup_seq = 0;
-    ep->rx_hole_seq = 0;
-    ep->rx_hole_since_us = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
     ep->live = NULL;
@@ -121,6 +121,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     ++module->stats.endpoints;
     account(ep, sizeof(*ep) + USNIC_WINDOW_SIZE / 8);
     usnic_tx_window_init(&ep->tx, module->isn, USNIC_TX_WINDOW_MAX);
+    ep->chan_last_seq[0] = ep->chan_last_seq[1] = ep->tx.ack_seq_rcvd;
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
     ep->rx_acked = (uint16_t)(remote->isn - 1);
     opal_btl_usnic_retrans_init(ep);

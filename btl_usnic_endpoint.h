@@ -82,6 +82,9 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rtt_seq;
     double rtt_start_us;
     bool hole_resent;                   /* the reported hole at ack + 1 was resent */
+    uint16_t chan_last_seq[2];          /* last first send on each channel (chan_prev) */
+    double floor_raised_us;             /* when a late peer last raised the RTO floor */
+    double tmo_sent_us;                 /* about when the last timer resend was first sent */
     /* The last timer resend, until the peer shows whether it was needed:
      * its sequence number and the congestion window before its cut. */
     bool tmo_pending;
@@ -97,10 +100,8 @@ typedef struct mca_btl_base_endpoint_t {
     bool ack_urgent;                    /* the owed ACK may not wait (schedule_ack) */
     double ack_hold_until_us;           /* a delayed ACK leaves then at the earliest; 0: unset */
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
-    bool rx_dup_pending;                /* a duplicate arrived since the last ACK: report it */
-    uint16_t rx_dup_seq;                /* its sequence number */
-    uint16_t rx_hole_seq;               /* next_contig when a hole was last seen open */
-    double rx_hole_since_us;            /* when (0: never) */
+    uint8_t rx_report;                  /* USNIC_ACK_* to report in the next ACK */
+    uint16_t rx_dup_seq;                /* with USNIC_ACK_DUP_SEEN: the duplicate */
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

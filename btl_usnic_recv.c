@@ -163,10 +163,11 @@ static inline bool sent_by(const opal_btl_usnic_module_t *module,
     return 0 == memcmp(grh + USNIC_GRH_SGID_OFF, ep->remote.gid, sizeof(ep->remote.gid));
 }
 
-/* Whether seq is new and inside the receive window; anything else is
- * counted and answered with an ACK at once (the sender may be missing one). */
+/* Whether seq (sent after chan_prev on its channel) is new and inside the
+ * receive window; anything else is counted and answered with an ACK at
+ * once (the sender may be missing one). */
 static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                             uint16_t seq)
+                             uint16_t seq, uint16_t chan_prev)
 {
     /* The usual case, in order: the next expected one is never marked yet. */
     if (OPAL_LIKELY(seq == ep->rx.next_contig)) {
@@ -174,9 +175,12 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     }
     switch (usnic_rx_classify(&ep->rx, seq)) {
     case USNIC_RX_ACCEPT:
-        /* above a hole: when it opened is what tells a loss from a
-         * segment still on its way through the other channel */
-        opal_btl_usnic_hole_seen(ep);
+        /* Above a hole, which may be a segment still on its way through
+         * the other channel; the one sent before this on its own channel,
+         * if missing, is lost. */
+        if (usnic_rx_note_lost(&ep->rx, chan_prev, seq)) {
+            opal_btl_usnic_schedule_ack(ep, true);
+        }
         return true;
     case USNIC_RX_DUP:
         /* above a hole: the ACK it draws points at the hole */
@@ -187,7 +191,10 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
          * (a resend of the oldest unacknowledged segment always lands
          * here when the original had arrived) */
         ++module->stats.num_oow_low_recvs;
-        ep->rx_dup_pending = true;
+        /* before its ACK left: this receiver was late, no ACK was lost */
+        ep->rx_report = (uint8_t)((ep->rx_report & ~USNIC_ACK_DUP_LATE) | USNIC_ACK_DUP_SEEN |
+                                  (USNIC_SEQ_DIFF16(seq, ep->rx_acked) > 0 ? USNIC_ACK_DUP_LATE
+                                                                           : 0));
         ep->rx_dup_seq = seq;
         break;
     case USNIC_RX_OOW_HIGH:
@@ -235,6 +242,9 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
             opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
         }
     }
+    if (OPAL_UNLIKELY(hdr->flags & USNIC_HDR_RESEND)) {
+        ep->rx_report |= USNIC_ACK_RESEND_SEEN;
+    }
     /* The usual datagram: a small frag, the next one in order; the general
      * path below would come to the same after checking each again. */
     if (OPAL_LIKELY(USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type && 0 == hdr->put_addr &&
@@ -250,7 +260,7 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         goto repost;
     }
 
-    if (OPAL_UNLIKELY(!in_window(module, ep, hdr->pkt_seq))) {
+    if (OPAL_UNLIKELY(!in_window(module, ep, hdr->pkt_seq, hdr->chan_prev))) {
         goto repost;
     }
 

@@ -38,22 +38,32 @@
  * spurious timeout a receiver that gets a segment below its window again
  *                  names it in its next ACK (USNIC_ACK_DUP_SEEN, dup_seq).
  *                  Naming the last timer resend, it proves the timeout
- *                  spurious (the peer was away, the host busy): recovery
- *                  ends, the congestion cut and the backoff are undone
- *                  (flagged_ack); the floor stays, since a lost ACK on a
- *                  lossy path looks the same.
+ *                  spurious: recovery ends, the congestion cut and the
+ *                  backoff are undone (flagged_ack).  If the receiver was
+ *                  late (USNIC_ACK_DUP_LATE: it had not acknowledged the
+ *                  original yet; or an ACK before the report covered it),
+ *                  the endpoint's floor goes to 1.25 times how late, up to
+ *                  USNIC_LATE_FLOOR_MAX (16) times the configured one, and
+ *                  halves at an expiry USNIC_LATE_FLOOR_HOLD_US (1 s) after
+ *                  (Eifel's response; timer_expired).  A lost ACK, whose
+ *                  first replacement is the report, leaves it alone.
  * recovery         after an expiry, until everything sent before it is
- *                  acknowledged, an ACK that moves the window but stops
- *                  short points at the next lost segment, which is resent
- *                  at once (NewReno's partial ACKs; new_ack).
- * fast retransmit  an ACK that says the receiver has held segments above
- *                  it for at least its ACK hold (USNIC_ACK_HOLE) resends
- *                  the segment after it at once, once per hole
- *                  (flagged_ack, hole_reported).  A duplicate ACK alone
- *                  resends nothing: the channels are two queue pairs, so a
- *                  segment on one may arrive after a later one on the
- *                  other, and the receiver repeats its ACK meanwhile; nor
- *                  does a hole younger than the hold get reported.
+ *                  acknowledged, an ACK that stops short of it and says the
+ *                  receiver got a resend (USNIC_ACK_RESEND_SEEN; resends
+ *                  carry USNIC_HDR_RESEND) points at the next lost segment,
+ *                  which is resent at once (NewReno's partial ACKs;
+ *                  flagged_ack).  One from before may only show a receiver
+ *                  catching up after a timeout that was too quick (F-RTO).
+ * fast retransmit  an ACK that reports the segment after it lost
+ *                  (USNIC_ACK_HOLE) resends that segment at once, once per
+ *                  hole (flagged_ack, resend_next).  The receiver knows a
+ *                  loss, not a late segment, when one sent after it on the
+ *                  same channel has arrived: each names its channel's
+ *                  previous one (chan_prev), and each channel is one queue
+ *                  pair, which keeps its order, while a segment on one may
+ *                  overtake a backlog on the other.  A duplicate ACK alone
+ *                  resends nothing: the receiver repeats its ACK while such
+ *                  a late segment is on its way.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit
  *                  halves the endpoint's congestion window, an expiry
  *                  restarts it from USNIC_CWND_MIN segments, once per window
@@ -115,6 +125,11 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
+/* A late peer's raise of the RTO floor: at most this many times the
+ * configured floor, halved at an expiry a second after the last raise. */
+#define USNIC_LATE_FLOOR_MAX 16
+#define USNIC_LATE_FLOOR_HOLD_US 1e6
+
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
@@ -155,7 +170,14 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         /* the first expiry for this segment: remember what to undo */
         ep->tmo_pending = true;
         ep->tmo_seq = seg->seq;
+        /* (sent at least one timeout ago) */
+        ep->tmo_sent_us = now - ep->rto.rto_us;
         usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
+    }
+    /* (a late peer's raise wears off) */
+    if (now - ep->floor_raised_us >= USNIC_LATE_FLOOR_HOLD_US &&
+        usnic_rto_lower_floor(&ep->rto)) {
+        ep->floor_raised_us = now;
     }
     usnic_rto_backoff(&ep->rto);
     cut(ep, true);
@@ -213,8 +235,8 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 
 /* ---- what ACKs tell the sender ---- */
 
-/* The peer reports ack + 1 lost: fast retransmit, once per hole. */
-static void hole_reported(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+/* ack + 1 is lost: resend it now, once per hole. */
+static void resend_next(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
 {
     opal_btl_usnic_module_t *module = ep->module;
     /* (Nothing in flight: maybe nothing ever sent, and no table yet.) */
@@ -226,7 +248,10 @@ static void hole_reported(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ep->hole_resent = true;
         opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_fast_retrans;
-        cut(ep, false);
+        /* (a recovery has cut already) */
+        if (!ep->in_recovery) {
+            cut(ep, false);
+        }
     }
 }
 
@@ -241,9 +266,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     if ((flags & USNIC_ACK_DUP_SEEN) && ep->tmo_pending && dup_seq == ep->tmo_seq &&
         since > -4096 && since < 4096) {
         /* The original had arrived: the timer was too quick for this
-         * path (a peer away from progress, a busy host).  No recovery, no
-         * cut, no backoff.  The floor stays: on a lossy path a lost ACK
-         * makes a needed resend look the same. */
+         * path.  No recovery, no cut, no backoff. */
         ep->tmo_pending = false;
         ep->in_recovery = false;
         if (usnic_component.congestion_control) {
@@ -251,11 +274,31 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
         }
         usnic_rto_reset(&ep->rto);
         ++module->stats.num_spurious_timeouts;
+        /* A late peer (away from progress) raises the floor for a while: it
+         * had not acknowledged the original when the resend came, or did
+         * before this report.  A lost ACK, which a lossy path makes look
+         * the same, does not: the report is the first ACK of it. */
+        if ((flags & USNIC_ACK_DUP_LATE) || since >= 0) {
+            double now = opal_btl_usnic_now_us();
+            usnic_rto_raise_floor(&ep->rto, now - ep->tmo_sent_us,
+                                  ep->rto.base_us * USNIC_LATE_FLOOR_MAX);
+            ep->floor_raised_us = now;
+            if (ep->rto.min_us > module->stats.max_rto_us) {
+                module->stats.max_rto_us = ep->rto.min_us;
+            }
+        }
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);
-    if ((flags & USNIC_ACK_HOLE) && (USNIC_ACK_NEW == class || USNIC_ACK_DUP == class)) {
-        hole_reported(ep, ack);
+    if (USNIC_ACK_NEW != class && USNIC_ACK_DUP != class) {
+        return;
+    }
+    /* Reported lost; or, in a recovery, still missing after the receiver
+     * got a resend (an ACK from before it may only show a receiver
+     * catching up, after the timeout was too quick: F-RTO's point). */
+    if ((flags & USNIC_ACK_HOLE) ||
+        (ep->in_recovery && USNIC_ACK_NEW == class && (flags & USNIC_ACK_RESEND_SEEN))) {
+        resend_next(ep, ack);
     }
 }
 
@@ -289,7 +332,9 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         if (0 == seg->posted) {
             seg->hdr->ack_present = 0;
             /* it fills a hole: the ACK it draws moves the window */
-            seg->hdr->flags = USNIC_HDR_ACK_REQ;
+            seg->hdr->flags = USNIC_HDR_ACK_REQ | USNIC_HDR_RESEND;
+            /* (a resend proves no other lost: its loss is the timer's) */
+            seg->hdr->chan_prev = seg->seq;
             opal_btl_usnic_send_post(module, ep, seg, USNIC_DATA_CHANNEL);
             ++module->stats.num_resends;
             ++n;

@@ -41,24 +41,17 @@ static inline void opal_btl_usnic_timer_idle(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* The window moved up to ack: the peer is alive, the backoff goes; in a
- * recovery a partial ACK points at the next hole. */
+/* The window moved up to ack: the peer is alive, the backoff goes; a
+ * recovery ends when everything sent before it is acknowledged. */
 static inline void opal_btl_usnic_new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack,
                                           uint32_t acked)
 {
     ep->hole_resent = false;
     usnic_tx_cwnd_acked(&ep->tx, acked);
     usnic_rto_unback(&ep->rto);
-    if (ep->in_recovery) {
-        if (USNIC_SEQ_DIFF16(ep->recover_seq, ack) > 0 && 0 != usnic_tx_window_inflight(&ep->tx)) {
-            opal_btl_usnic_send_seg_t *next = ep->sent_segs[(uint16_t)(ack + 1) & ep->tx_mask];
-            if (NULL != next && !next->on_resend_list) {
-                opal_btl_usnic_queue_resend(ep->module, next);
-                ++ep->module->stats.num_fast_retrans;
-            }
-        } else {
-            ep->in_recovery = false;
-        }
+    /* (short of it, the ACK may predate the resend: flagged_ack) */
+    if (ep->in_recovery && USNIC_SEQ_DIFF16(ep->recover_seq, ack) <= 0) {
+        ep->in_recovery = false;
     }
     /* (A timer that stops needs no time: the next first send restarts it.) */
     if (0 == usnic_tx_window_inflight(&ep->tx)) {

@@ -58,12 +58,55 @@ void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t siz
     w->size = size;
     w->start = 0;
     w->bits = bits;
+    w->nlost = 0;
     memset(bits, 0, size / 8);
 }
 
 static inline bool bit_test(const uint64_t *bits, uint32_t i)
 {
     return (bits[i >> 6] >> (i & 63)) & 1;
+}
+
+bool usnic_rx_note_lost(usnic_rx_window_t *w, uint16_t prev, uint16_t seq)
+{
+    int16_t d = USNIC_SEQ_DIFF16(prev, w->next_contig);
+
+    /* (below the edge: arrived; at or above seq: no claim about a hole) */
+    if (d < 0 || USNIC_SEQ_DIFF16(prev, seq) >= 0 ||
+        bit_test(w->bits, (w->start + (uint32_t) d) & (w->size - 1))) {
+        return false;
+    }
+    for (uint32_t i = 0; i < w->nlost; ++i) {
+        if (w->lost[i] == prev) {
+            return 0 == d;
+        }
+    }
+    if (w->nlost < USNIC_RX_LOST_MAX) {
+        w->lost[w->nlost++] = prev;
+    } else if (0 == d) {
+        /* full: the edge matters most, it is what the next ACK names */
+        w->lost[USNIC_RX_LOST_MAX - 1] = prev;
+    }
+    return 0 == d;
+}
+
+bool usnic_rx_edge_lost(usnic_rx_window_t *w)
+{
+    int16_t open = USNIC_SEQ_DIFF16(w->highest_rcvd, w->next_contig);
+    bool edge = false;
+    uint32_t i = 0;
+
+    while (i < w->nlost) {
+        int16_t d = USNIC_SEQ_DIFF16(w->lost[i], w->next_contig);
+        if (d < 0 || d >= open) {
+            /* filled (a resend, or late after all), or no hole any more */
+            w->lost[i] = w->lost[--w->nlost];
+            continue;
+        }
+        edge |= 0 == d;
+        ++i;
+    }
+    return edge;
 }
 
 usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq)
@@ -104,7 +147,7 @@ void usnic_rto_init(usnic_rto_t *r, uint32_t min_us, uint32_t max_us)
 {
     r->srtt_us = 0;
     r->rttvar_us = 0;
-    r->min_us = min_us;
+    r->min_us = r->base_us = min_us;
     r->max_us = max_us > min_us ? max_us : min_us;
     r->rto_us = min_us;
     r->have_sample = false;
@@ -138,6 +181,36 @@ void usnic_rto_reset(usnic_rto_t *r)
 {
     r->rto_us = r->have_sample ? rto_clamp(r, r->srtt_us + 4 * r->rttvar_us) : r->min_us;
     r->backed_off = false;
+}
+
+void usnic_rto_raise_floor(usnic_rto_t *r, double late_us, uint32_t cap_us)
+{
+    double f = late_us + late_us / 4;
+
+    if (f > cap_us) {
+        f = cap_us;
+    }
+    if (f > r->max_us) {
+        f = r->max_us;
+    }
+    if (f > r->min_us) {
+        r->min_us = (uint32_t) f;
+    }
+    if (r->rto_us < r->min_us) {
+        r->rto_us = r->min_us;
+    }
+}
+
+bool usnic_rto_lower_floor(usnic_rto_t *r)
+{
+    if (r->min_us <= r->base_us) {
+        return false;
+    }
+    r->min_us = r->min_us / 2 > r->base_us ? r->min_us / 2 : r->base_us;
+    if (!r->backed_off) {
+        usnic_rto_reset(r);
+    }
+    return true;
 }
 
 void usnic_rto_backoff(usnic_rto_t *r)

@@ -132,12 +132,18 @@ static inline usnic_ack_class_t usnic_tx_classify_ack(const usnic_tx_window_t *w
 
 /* ---- receiver side ---- */
 
+/* Holes known lost that the receiver remembers at once; more wait for
+ * the sender's timer. */
+#define USNIC_RX_LOST_MAX 8
+
 typedef struct {
     uint16_t next_contig;       /* left edge: lowest sequence not yet received */
-    uint16_t highest_rcvd;      /* statistics only */
+    uint16_t highest_rcvd;      /* above next_contig: a hole is open */
     uint32_t size;              /* window width, a power of two, multiple of 64 */
     uint32_t start;             /* bitmap index of next_contig */
     uint64_t *bits;             /* size bits: received segments at and above next_contig */
+    uint32_t nlost;             /* lost[0 .. nlost): holes known lost (usnic_rx_note_lost) */
+    uint16_t lost[USNIC_RX_LOST_MAX];
 } usnic_rx_window_t;
 
 typedef enum {
@@ -150,6 +156,14 @@ typedef enum {
 /* bits must point to size/64 zeroed words. */
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits);
 usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq);
+/* seq arrived above a hole, sent on its channel after prev (the header's
+ * chan_prev).  Each channel keeps its order, so a prev inside the window
+ * that has not arrived is lost, not late: it is remembered.  True if it is
+ * the hole at the left edge (its ACK should go now). */
+bool usnic_rx_note_lost(usnic_rx_window_t *w, uint16_t prev, uint16_t seq);
+/* Whether the hole at the left edge is known lost; forgets the holes
+ * filled since.  Called for every ACK, so that none is remembered a lap. */
+bool usnic_rx_edge_lost(usnic_rx_window_t *w);
 /* usnic_rx_mark when seq is not simply the next one in order. */
 uint32_t usnic_rx_mark_held(usnic_rx_window_t *w, uint16_t seq);
 
@@ -186,7 +200,8 @@ typedef struct {
     double srtt_us;
     double rttvar_us;
     uint32_t rto_us;
-    uint32_t min_us;            /* the configured floor */
+    uint32_t min_us;            /* the floor: base_us, or raised for a late peer */
+    uint32_t base_us;           /* the configured floor */
     uint32_t max_us;
     bool have_sample;
     bool backed_off;
@@ -205,6 +220,12 @@ static inline void usnic_rto_unback(usnic_rto_t *r)
         usnic_rto_reset(r);
     }
 }
+/* The peer acknowledged a segment late_us after it was sent, later than
+ * the floor allowed (it computes outside MPI, or is descheduled): raise the
+ * floor above that (Eifel's response), up to cap_us and the ceiling. */
+void usnic_rto_raise_floor(usnic_rto_t *r, double late_us, uint32_t cap_us);
+/* Halve a raised floor, down to the configured one; false if not raised. */
+bool usnic_rto_lower_floor(usnic_rto_t *r);
 
 /* ---- dead-peer detection ---- */
 

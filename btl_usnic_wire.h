@@ -38,13 +38,23 @@ enum {
 /* ack_flags: since its last ACK the receiver got a datagram it already had
  * (dup_seq): the sender's resend of it was not needed. */
 #define USNIC_ACK_DUP_SEEN 0x01
-/* ack_flags: the receiver has held segments above ack_seq for a while
- * (its ACK hold): ack_seq + 1 is lost, not late (resend it now, even if
- * this ACK also moved the window). */
+/* ack_flags: ack_seq + 1 is lost, not late: a segment sent after it on
+ * the same channel has arrived (chan_prev; each channel is one queue pair,
+ * which keeps its order).  Resend it now, even if this ACK also moved the
+ * window. */
 #define USNIC_ACK_HOLE 0x02
+/* ack_flags: since its last ACK the receiver got a resend (USNIC_HDR_RESEND):
+ * where this ACK stops, it stops after the resend arrived. */
+#define USNIC_ACK_RESEND_SEEN 0x04
+/* ack_flags, with USNIC_ACK_DUP_SEEN: the duplicate arrived before the
+ * receiver had acknowledged the original: it was late (away from progress),
+ * no ACK of it was lost. */
+#define USNIC_ACK_DUP_LATE 0x08
 /* flags: the sender cannot send more until this is acknowledged (its
  * window is full, or this is a resend): ACK at once, do not delay. */
 #define USNIC_HDR_ACK_REQ 0x01
+/* flags: a resend (always with USNIC_HDR_ACK_REQ). */
+#define USNIC_HDR_RESEND 0x02
 
 typedef struct {
     uint64_t sender;        /* (jobid << 32) | vpid of the sending process */
@@ -58,7 +68,9 @@ typedef struct {
     uint8_t tag;            /* active-message tag for the PML */
     uint8_t ack_flags;      /* USNIC_ACK_*, valid if ack_present */
     uint8_t flags;          /* USNIC_HDR_* */
-    uint8_t pad[3];
+    uint8_t pad;
+    uint16_t chan_prev;     /* the sequence number sent before this one on its channel
+                             * (pkt_seq itself: nothing unacknowledged before it there) */
 } usnic_btl_header_t;
 
 /* A chunk of a fragment too large for one datagram: 48 bytes. */
@@ -118,7 +130,7 @@ typedef struct {
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 2
+#define USNIC_MODEX_VERSION 3
 typedef struct {
     uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
     uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */

@@ -207,3 +207,53 @@ USNIC_TEST(rx_random_vs_model)
     check(next - first > 3 * 65536);
     return 0;
 }
+
+/* Holes known lost: a segment names the one sent before it on its channel;
+ * a missing one inside the window is remembered until the edge passes it. */
+USNIC_TEST(rx_known_lost)
+{
+    usnic_rx_window_t w;
+
+    usnic_rx_window_init(&w, 100, SIZE, bits);
+    /* 102 sent after 100 on one channel, 101 on the other: 100 is lost */
+    check(usnic_rx_note_lost(&w, 100, 102));
+    usnic_rx_mark(&w, 102);
+    check(usnic_rx_edge_lost(&w));
+    /* claims about arrived, future or own sequence numbers are no news */
+    check(!usnic_rx_note_lost(&w, 102, 105));
+    check(!usnic_rx_note_lost(&w, 99, 103));
+    check(!usnic_rx_note_lost(&w, 104, 104));
+    check(!usnic_rx_note_lost(&w, 110, 104));
+    check_int_eq(w.nlost, 1);
+    /* 104 lost above the edge: remembered, not the edge */
+    check(!usnic_rx_note_lost(&w, 104, 106));
+    usnic_rx_mark(&w, 106);
+    check(!usnic_rx_note_lost(&w, 104, 107));       /* named twice: once */
+    check_int_eq(w.nlost, 2);
+    /* 100 resent and 101 late: the edge moves to 103, which nobody named */
+    usnic_rx_mark(&w, 100);
+    usnic_rx_mark(&w, 101);
+    check_int_eq(w.next_contig, 103);
+    check(!usnic_rx_edge_lost(&w));
+    check_int_eq(w.nlost, 1);
+    usnic_rx_mark(&w, 103);
+    check_int_eq(w.next_contig, 104);
+    check(usnic_rx_edge_lost(&w));
+    /* all filled: nothing is remembered */
+    usnic_rx_mark(&w, 104);
+    usnic_rx_mark(&w, 105);
+    check_int_eq(w.next_contig, 107);
+    check(!usnic_rx_edge_lost(&w));
+    check_int_eq(w.nlost, 0);
+    /* more holes than it remembers: the edge still gets its place */
+    for (uint16_t k = 0; k <= USNIC_RX_LOST_MAX; ++k) {
+        check(!usnic_rx_note_lost(&w, (uint16_t) (108 + 2 * k), (uint16_t) (109 + 2 * k)));
+        usnic_rx_mark(&w, (uint16_t) (109 + 2 * k));
+    }
+    check_int_eq(w.nlost, USNIC_RX_LOST_MAX);
+    check(!usnic_rx_edge_lost(&w));
+    check(usnic_rx_note_lost(&w, 107, 200));
+    check_int_eq(w.nlost, USNIC_RX_LOST_MAX);
+    check(usnic_rx_edge_lost(&w));
+    return 0;
+}

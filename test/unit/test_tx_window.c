@@ -262,3 +262,35 @@ USNIC_TEST(tx_cwnd_bounds_inflight)
     check(!usnic_tx_window_open(&w));
     return 0;
 }
+
+/* A late peer's floor: above how late, capped, never lowered by a raise;
+ * lowered by halves back to the configured floor. */
+USNIC_TEST(rto_late_floor)
+{
+    usnic_rto_t r;
+
+    usnic_rto_init(&r, 5000, 1000000);
+    usnic_rto_raise_floor(&r, 8000, 80000);
+    check_int_eq(r.min_us, 10000);
+    check_int_eq(r.rto_us, 10000);
+    usnic_rto_raise_floor(&r, 1000, 80000);         /* no lower */
+    check_int_eq(r.min_us, 10000);
+    usnic_rto_raise_floor(&r, 1e7, 80000);          /* capped */
+    check_int_eq(r.min_us, 80000);
+    usnic_rto_sample(&r, 100);
+    check_int_eq(r.rto_us, 80000);
+    check(usnic_rto_lower_floor(&r));
+    check_int_eq(r.min_us, 40000);
+    check_int_eq(r.rto_us, 40000);
+    check(usnic_rto_lower_floor(&r));
+    check(usnic_rto_lower_floor(&r));
+    check(usnic_rto_lower_floor(&r));
+    check_int_eq(r.min_us, 5000);
+    check(!usnic_rto_lower_floor(&r));
+    check_int_eq(r.base_us, 5000);
+    /* the ceiling bounds it too */
+    usnic_rto_init(&r, 5000, 20000);
+    usnic_rto_raise_floor(&r, 1e6, 80000);
+    check_int_eq(r.min_us, 20000);
+    return 0;
+}
