@@ -67,7 +67,7 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
 static inline void opal_btl_usnic_channel_queue_recv(opal_btl_usnic_channel_t *ch,
                                                      opal_btl_usnic_recv_seg_t *rseg)
 {
-    rseg->next = NULL;
+    /* (rseg->next is set when the batch is handed back) */
     *ch->repost_tail = rseg;
     ch->repost_tail = &rseg->next;
     ++ch->repost_count;

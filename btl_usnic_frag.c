@@ -109,6 +109,7 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
 
     rseg->base.type = USNIC_SEG_RECV;
     rseg->base.channel = chan->index;
+    rseg->chan = chan;
     rseg->buf = item->ptr;
     rseg->len = USNIC_GRH_LEN + chan->mtu;
     rseg->lkey = usnic_item_lkey(item);

@@ -130,6 +130,7 @@ typedef struct opal_btl_usnic_recv_seg_t {
     uint32_t lkey;
     uint32_t len;
     struct opal_btl_usnic_recv_seg_t *next;     /* in a batch handed to the device */
+    struct opal_btl_usnic_channel_t *chan;      /* where it goes back to */
     /* what the PML's receive callback gets for a message ending here */
     mca_btl_base_segment_t pml_seg;
     usnic_rx_desc_t pml_desc;

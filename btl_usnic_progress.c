@@ -53,7 +53,7 @@ handle_completion(opal_btl_usnic_module_t *module, int channel,
             goto dead_qp;
         }
         ++module->stats.num_recv_errors;
-        opal_btl_usnic_channel_queue_recv(&module->channels[channel], rseg);
+        opal_btl_usnic_channel_queue_recv(rseg->chan, rseg);
         return;
     }
 
