@@ -568,31 +568,28 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         *descriptor = des;
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    /* A small frag without a call, once the peer's send tables exist. */
-    if (OPAL_LIKELY(endpoint->tx_ready)) {
-        frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
-                                                                    &module->small_send_frags);
-        if (OPAL_LIKELY(NULL != frag)) {
-            opal_btl_usnic_frag_reset(frag, endpoint, total);
-        }
-    } else {
-        frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    /* A small frag without a call (as frag_alloc makes it). */
+    if (OPAL_UNLIKELY(!endpoint->tx_ready) &&
+        OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    /* (before the copies, which might alias the frag for the compiler: the
-     * reset's stores to the same fields then go) */
-    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->base.order = order;
-    frag->tag = tag;
+    ++module->stats.pml_module_sends;
     dst = frag->seg.payload;
     copy_short(dst, header, header_size);
     if (payload_size > 0) {
         size = copy_payload(conv, dst + header_size, payload_size);
     }
-    frag->segs[0].seg_len = frag->size = header_size + size;
-    ++module->stats.pml_module_sends;
+    /* (after the copies, which might alias the frag for the compiler: the
+     * send path then knows these fields without loading them again) */
+    total = header_size + size;
+    opal_btl_usnic_frag_reset(frag, endpoint, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
+                              order);
+    frag->tag = tag;
+    frag->segs[0].seg_len = total;
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* Data is already packed: queue it rather than make the PML redo it. */
         opal_btl_usnic_enqueue_frag(endpoint, frag);
