@@ -180,6 +180,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
     ch->hdr.payload_len = (uint16_t) len;
     ch->hdr.tag = frag->tag;
+    ch->hdr.put_addr = frag->put_addr;
     ch->frag_id = frag->frag_id;
     ch->frag_size = (uint32_t) frag->size;
     ch->frag_offset = (uint32_t) off;

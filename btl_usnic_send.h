@@ -50,7 +50,8 @@ opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
 }
 
-/* First transmission of a segment: give it the next sequence number,
+/* First transmission of a segment whose caller filled in what it carries
+ * (type, length, tag, PUT address): give it the next sequence number,
  * record it in the window, piggy-back an owed ACK, post, arm the timer
  * (inlined: every send). */
 static inline __opal_attribute_always_inline__ void
@@ -71,7 +72,6 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     seg->seq = seq;
     hdr->sender = usnic_component.my_hashed_name;
     hdr->pkt_seq = seq;
-    hdr->put_addr = seg->frag->put_addr;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */
     hdr->flags = usnic_tx_window_room(&ep->tx, inflight) ? 0 : USNIC_HDR_ACK_REQ;
@@ -93,15 +93,18 @@ static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                                opal_btl_usnic_send_frag_t *frag, int channel)
 {
-    /* (loaded once: the stores through hdr might alias the frag) */
+    /* (loaded first: the stores through hdr might alias the frag) */
     usnic_btl_header_t *hdr = frag->seg.hdr;
     size_t size = frag->size;
+    uint8_t tag = frag->tag;
+    uint64_t put_addr = frag->put_addr;
 
     frag->seg.len = sizeof(*hdr) + size;
+    frag->segs_unacked = 1;
     hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
     hdr->payload_len = (uint16_t) size;
-    hdr->tag = frag->tag;
-    frag->segs_unacked = 1;
+    hdr->tag = tag;
+    hdr->put_addr = put_addr;
     opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
     ++module->stats.num_frag_sends;
 }
@@ -121,9 +124,11 @@ opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
         return false;
     }
+    opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
+    /* (after the send, which then finds the frag's fields as they were
+     * stored: these stores might alias them for the compiler) */
     frag->seg.prio = true;
     ++ep->prio_inflight;
-    opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
     ++module->stats.num_fast_sends;
     return true;
 }
