@@ -48,12 +48,16 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
                                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[channel];
+    /* (loaded before the stores below, which might alias them for the
+     * compiler) */
+    usnic_btl_header_t *hdr = seg->hdr;
+    uint32_t len = seg->len, lkey = seg->lkey;
     bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
     int rc;
 
     seg->base.channel = channel;
-    rc = module->ops->post_send(chan->hw, &ep->dest[channel], seg->hdr, seg->len, seg->lkey,
-                                signalled, signalled ? &seg->base : NULL);
+    rc = module->ops->post_send(chan->hw, &ep->dest[channel], hdr, len, lkey, signalled,
+                                signalled ? &seg->base : NULL);
     if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
         return rc;
     }
