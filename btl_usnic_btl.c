@@ -507,24 +507,35 @@ static inline __opal_attribute_always_inline__ void copy_short(uint8_t *dst, con
     memcpy(dst + n - 8, &w[1], 8);
 }
 
+/* Pack n bytes of the message into dst; returns how many it packed. */
+static __opal_attribute_noinline__ size_t pack_payload(opal_convertor_t *conv, uint8_t *dst,
+                                                       size_t n)
+{
+    struct iovec iov = {.iov_base = dst, .iov_len = n};
+    uint32_t iov_count = 1;
+
+    opal_convertor_pack(conv, &iov, &iov_count, &n);
+    return n;
+}
+
 /* Copy n bytes of the message at the convertor's position to dst: contiguous
  * data with one copy, moving the convertor on as packing it would
  * (inlined: every sendi). */
 static inline __opal_attribute_always_inline__ size_t
 copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
 {
-    struct iovec iov = {.iov_base = dst, .iov_len = n};
-    uint32_t iov_count = 1;
+    size_t pos = conv->bConverted, end = conv->local_size;
     void *src;
 
-    if (opal_convertor_need_buffers(conv) || conv->bConverted + n > conv->local_size) {
-        opal_convertor_pack(conv, &iov, &iov_count, &n);
-        return n;
+    if (opal_convertor_need_buffers(conv) || pos + n > end) {
+        return pack_payload(conv, dst, n);
     }
+    /* (position and size kept: the copy might alias them for the compiler) */
     opal_convertor_get_current_pointer(conv, &src);
     copy_short(dst, src, n);
-    conv->bConverted += n;
-    if (conv->bConverted == conv->local_size) {
+    pos += n;
+    conv->bConverted = pos;
+    if (pos == end) {
         conv->flags |= CONVERTOR_COMPLETED;
     }
     return n;
