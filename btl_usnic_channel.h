@@ -62,8 +62,9 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
         return rc;
     }
     --chan->sd_wqe;
-    seg->posted += signalled;
     ++module->stats.num_total_sends;
+    /* (last: the caller's test of it needs no load) */
+    seg->posted += signalled;
     return OPAL_SUCCESS;
 }
 
