@@ -151,13 +151,13 @@ void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_s
 /* All of an emulated PUT is acknowledged: its completion callback. */
 void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
 
-/* A segment is acknowledged (called by the ACK code; inline: every
- * acknowledged segment). */
+/* A segment sent to ep is acknowledged (called by the ACK code; inline:
+ * every acknowledged segment). */
 static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_endpoint_t *ep,
                                             opal_btl_usnic_send_seg_t *seg)
 {
     opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
 
     if (seg->on_resend_list) {
         opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
