@@ -186,7 +186,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     ch->frag_offset = (uint32_t) off;
     frag->sent_offset += len;
     ++frag->segs_unacked;
-    opal_btl_usnic_send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
+    opal_btl_usnic_send_segment(module, ep, &chunk->seg, &ch->hdr, USNIC_DATA_CHANNEL);
     ++module->stats.num_chunk_sends;
     return frag->sent_offset >= frag->size ? CHUNK_LAST : CHUNK_SENT;
 }

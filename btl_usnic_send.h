@@ -51,14 +51,15 @@ opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 }
 
 /* First transmission of a segment whose caller filled in what it carries
- * (type, length, tag, PUT address): give it the next sequence number,
- * record it in the window, piggy-back an owed ACK, post, arm the timer
- * (inlined: every send). */
+ * (type, length, tag, PUT address) in hdr (seg->hdr, which the caller's
+ * stores through it would make the compiler load again): give it the next
+ * sequence number, record it in the window, piggy-back an owed ACK, post,
+ * arm the timer (inlined: every send). */
 static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_seg_t *seg, int channel)
+                            opal_btl_usnic_send_seg_t *seg, usnic_btl_header_t *hdr,
+                            int channel)
 {
-    usnic_btl_header_t *hdr = seg->hdr;
     uint16_t seq;
     uint64_t inflight;
 
@@ -105,7 +106,7 @@ opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_e
     hdr->payload_len = (uint16_t) size;
     hdr->tag = tag;
     hdr->put_addr = put_addr;
-    opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
+    opal_btl_usnic_send_segment(module, ep, &frag->seg, hdr, channel);
     ++module->stats.num_frag_sends;
 }
 
