@@ -166,7 +166,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         return count;
     }
 
-    while (!opal_list_is_empty(&module->fastpath_done)) {
+    while (!usnic_list_empty(&module->fastpath_done)) {
         opal_btl_usnic_send_frag_t *frag =
             usnic_container_of(opal_list_remove_first(&module->fastpath_done),
                                opal_btl_usnic_send_frag_t, queue_li);
@@ -193,8 +193,8 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         opal_btl_usnic_rdma_progress(module);
     }
     /* A delayed ACK costs no pass until it is due. */
-    if (!opal_list_is_empty(&module->pending_resend_segs) ||
-        !opal_list_is_empty(&module->endpoints_with_sends) ||
+    if (!usnic_list_empty(&module->pending_resend_segs) ||
+        !usnic_list_empty(&module->endpoints_with_sends) ||
         module->acks_due_tick <= usnic_component.progress_ticks) {
         opal_btl_usnic_progress_sends(module);
     }

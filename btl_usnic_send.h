@@ -23,7 +23,7 @@ BEGIN_C_DECLS
  * every ACK asks). */
 static inline void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
-    if (!ep->on_sends_list && !opal_list_is_empty(&ep->send_queue) && !ep->failed &&
+    if (!ep->on_sends_list && !usnic_list_empty(&ep->send_queue) && !ep->failed &&
         !ep->exiting && ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
         opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = true;
@@ -121,7 +121,7 @@ opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
     /* Never overtake queued frags, leave send slots for ACKs, and never send
      * more than the peer's priority queue has buffers for. */
-    if (!opal_list_is_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
+    if (!usnic_list_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
         prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
         return false;
     }
