@@ -46,6 +46,14 @@ typedef uint16_t opal_btl_usnic_seq_t;
 #define USNIC_SEQ_GT(a, b) (USNIC_SEQ_DIFF(a, b) > 0)
 #define USNIC_SEQ_GE(a, b) (USNIC_SEQ_DIFF(a, b) >= 0)
 
+/* Whether an opal list is empty, from the length it keeps in every build:
+ * one compare with memory where opal_list_is_empty needs the sentinel's
+ * address too (lists the hot paths test on every pass or send). */
+static inline bool usnic_list_empty(opal_list_t *list)
+{
+    return 0 == list->opal_list_length;
+}
+
 struct opal_btl_usnic_module_t;
 struct opal_btl_usnic_dev;
 struct opal_btl_usnic_device_ops_t;

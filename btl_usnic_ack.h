@@ -22,9 +22,11 @@ static inline void opal_btl_usnic_ack_done(opal_btl_usnic_endpoint_t *ep)
     ep->ack_urgent = false;
     ep->ack_hold_until_us = 0;
     if (ep->ack_owed) {
+        /* (loaded once: the store to the count might alias ep->module) */
+        opal_btl_usnic_module_t *module = ep->module;
         ep->ack_owed = false;
-        if (0 == --ep->module->acks_owed) {
-            ep->module->acks_due_tick = UINT64_MAX;
+        if (0 == --module->acks_owed) {
+            module->acks_due_tick = UINT64_MAX;
         }
     }
 }

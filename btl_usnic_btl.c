@@ -507,24 +507,35 @@ static inline __opal_attribute_always_inline__ void copy_short(uint8_t *dst, con
     memcpy(dst + n - 8, &w[1], 8);
 }
 
+/* Pack n bytes of the message into dst; returns how many it packed. */
+static __opal_attribute_noinline__ size_t pack_payload(opal_convertor_t *conv, uint8_t *dst,
+                                                       size_t n)
+{
+    struct iovec iov = {.iov_base = dst, .iov_len = n};
+    uint32_t iov_count = 1;
+
+    opal_convertor_pack(conv, &iov, &iov_count, &n);
+    return n;
+}
+
 /* Copy n bytes of the message at the convertor's position to dst: contiguous
  * data with one copy, moving the convertor on as packing it would
  * (inlined: every sendi). */
 static inline __opal_attribute_always_inline__ size_t
 copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
 {
-    struct iovec iov = {.iov_base = dst, .iov_len = n};
-    uint32_t iov_count = 1;
+    size_t pos = conv->bConverted, end = conv->local_size;
     void *src;
 
-    if (opal_convertor_need_buffers(conv) || conv->bConverted + n > conv->local_size) {
-        opal_convertor_pack(conv, &iov, &iov_count, &n);
-        return n;
+    if (opal_convertor_need_buffers(conv) || pos + n > end) {
+        return pack_payload(conv, dst, n);
     }
+    /* (position and size kept: the copy might alias them for the compiler) */
     opal_convertor_get_current_pointer(conv, &src);
     copy_short(dst, src, n);
-    conv->bConverted += n;
-    if (conv->bConverted == conv->local_size) {
+    pos += n;
+    conv->bConverted = pos;
+    if (pos == end) {
         conv->flags |= CONVERTOR_COMPLETED;
     }
     return n;
@@ -568,31 +579,28 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         *descriptor = des;
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    /* A small frag without a call, once the peer's send tables exist. */
-    if (OPAL_LIKELY(endpoint->tx_ready)) {
-        frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
-                                                                    &module->small_send_frags);
-        if (OPAL_LIKELY(NULL != frag)) {
-            opal_btl_usnic_frag_reset(frag, endpoint, total);
-        }
-    } else {
-        frag = opal_btl_usnic_frag_alloc(module, endpoint, total);
+    /* A small frag without a call (as frag_alloc makes it). */
+    if (OPAL_UNLIKELY(!endpoint->tx_ready) &&
+        OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    /* (before the copies, which might alias the frag for the compiler: the
-     * reset's stores to the same fields then go) */
-    frag->base.des_flags = flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->base.order = order;
-    frag->tag = tag;
+    ++module->stats.pml_module_sends;
     dst = frag->seg.payload;
     copy_short(dst, header, header_size);
     if (payload_size > 0) {
         size = copy_payload(conv, dst + header_size, payload_size);
     }
-    frag->segs[0].seg_len = frag->size = header_size + size;
-    ++module->stats.pml_module_sends;
+    /* (after the copies, which might alias the frag for the compiler: the
+     * send path then knows these fields without loading them again) */
+    total = header_size + size;
+    opal_btl_usnic_frag_reset(frag, endpoint, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
+                              order);
+    frag->tag = tag;
+    frag->segs[0].seg_len = total;
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* Data is already packed: queue it rather than make the PML redo it. */
         opal_btl_usnic_enqueue_frag(endpoint, frag);

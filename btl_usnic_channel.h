@@ -48,18 +48,23 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
                                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[channel];
+    /* (loaded before the stores below, which might alias them for the
+     * compiler) */
+    usnic_btl_header_t *hdr = seg->hdr;
+    uint32_t len = seg->len, lkey = seg->lkey;
     bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
     int rc;
 
     seg->base.channel = channel;
-    rc = module->ops->post_send(chan->hw, &ep->dest[channel], seg->hdr, seg->len, seg->lkey,
-                                signalled, signalled ? &seg->base : NULL);
+    rc = module->ops->post_send(chan->hw, &ep->dest[channel], hdr, len, lkey, signalled,
+                                signalled ? &seg->base : NULL);
     if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
         return rc;
     }
     --chan->sd_wqe;
-    seg->posted += signalled;
     ++module->stats.num_total_sends;
+    /* (last: the caller's test of it needs no load) */
+    seg->posted += signalled;
     return OPAL_SUCCESS;
 }
 
@@ -67,7 +72,7 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
 static inline void opal_btl_usnic_channel_queue_recv(opal_btl_usnic_channel_t *ch,
                                                      opal_btl_usnic_recv_seg_t *rseg)
 {
-    rseg->next = NULL;
+    /* (rseg->next is set when the batch is handed back) */
     *ch->repost_tail = rseg;
     ch->repost_tail = &rseg->next;
     ++ch->repost_count;

@@ -171,7 +171,7 @@ void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t n
     if (ep->tx_ready && size > ep->tx_mask + 1) {
         size = ep->tx_mask + 1;
     }
-    ep->tx.size = size;
+    usnic_tx_window_resize(&ep->tx, size);
 }
 
 void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)

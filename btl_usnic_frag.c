@@ -109,11 +109,27 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx)
 
     rseg->base.type = USNIC_SEG_RECV;
     rseg->base.channel = chan->index;
+    rseg->chan = chan;
     rseg->buf = item->ptr;
     rseg->len = USNIC_GRH_LEN + chan->mtu;
     rseg->lkey = usnic_item_lkey(item);
     rseg->next = NULL;
     usnic_rx_desc_init(&rseg->pml_desc, &rseg->pml_seg);
+    return OPAL_SUCCESS;
+}
+
+int opal_btl_usnic_frag_tx_setup(opal_btl_usnic_module_t *module,
+                                 opal_btl_usnic_endpoint_t *endpoint)
+{
+    /* Fail the job, do not stall. */
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
+        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
+                       opal_process_info.nodename, module->dev_name,
+                       endpoint->proc->hostname,
+                       "send window and retransmit tables");
+        opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     return OPAL_SUCCESS;
 }
 
@@ -124,14 +140,8 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     opal_btl_usnic_send_frag_t *frag;
     bool small = size <= module->max_frag_payload;
 
-    /* Every send starts here: the first one to a peer sets up its tables.
-     * Without them nothing can go to that peer: fail the job, do not stall. */
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
-        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
-                       opal_process_info.nodename, module->dev_name,
-                       endpoint->proc->hostname,
-                       "send window and retransmit tables");
-        opal_btl_usnic_module_fatal(module, endpoint->proc->proc_opal);
+    /* Every send but sendi's starts here. */
+    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint))) {
         return NULL;
     }
     frag = small ? (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
@@ -140,7 +150,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }
-    opal_btl_usnic_frag_reset(frag, endpoint, size);
+    opal_btl_usnic_frag_reset(frag, endpoint, size, 0, MCA_BTL_NO_ORDER);
     if (small) {
         frag->segs[0].seg_len = size;
     } else {

@@ -130,6 +130,7 @@ typedef struct opal_btl_usnic_recv_seg_t {
     uint32_t lkey;
     uint32_t len;
     struct opal_btl_usnic_recv_seg_t *next;     /* in a batch handed to the device */
+    struct opal_btl_usnic_channel_t *chan;      /* where it goes back to */
     /* what the PML's receive callback gets for a message ending here */
     mca_btl_base_segment_t pml_seg;
     usnic_rx_desc_t pml_desc;
@@ -146,19 +147,24 @@ int opal_btl_usnic_recv_seg_init(opal_free_list_item_t *item, void *ctx);
  * (frag_return_if_done): the other fields need no reset. */
 static inline void opal_btl_usnic_frag_reset(opal_btl_usnic_send_frag_t *frag,
                                              struct mca_btl_base_endpoint_t *endpoint,
-                                             size_t size)
+                                             size_t size, uint32_t des_flags, uint8_t order)
 {
     frag->endpoint = endpoint;
     frag->put_addr = 0;
     frag->put_cb = NULL;
     frag->size = size;
     frag->local_done = false;
-    frag->base.des_flags = 0;
+    frag->base.des_flags = des_flags;
     frag->base.des_cbfunc = NULL;
     frag->base.des_cbdata = NULL;
     frag->base.des_context = NULL;
-    frag->base.order = MCA_BTL_NO_ORDER;
+    frag->base.order = order;
 }
+
+/* Make the peer's send tables if this is the first send to it; without
+ * them nothing can go to that peer, which is fatal. */
+int opal_btl_usnic_frag_tx_setup(struct opal_btl_usnic_module_t *module,
+                                 struct mca_btl_base_endpoint_t *endpoint);
 
 opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(struct opal_btl_usnic_module_t *module,
                                                       struct mca_btl_base_endpoint_t *endpoint,

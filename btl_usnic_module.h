@@ -38,7 +38,7 @@ enum {
 
 /* A channel's books: the device's half is hw (btl_usnic_device.h), the
  * rest is kept by btl_usnic_channel.c. */
-typedef struct {
+typedef struct opal_btl_usnic_channel_t {
     int index;                      /* USNIC_*_CHANNEL */
     opal_btl_usnic_hwchan_t *hw;
     uint32_t qp_num;

@@ -28,63 +28,69 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_util.h"
 
-static inline __attribute__((always_inline)) void
-handle_completion(opal_btl_usnic_module_t *module, int channel,
-                  const opal_btl_usnic_cqe_t *cqe)
+/* A send work request finished (a standalone ACK or a data segment; out
+ * of line: the receive loop keeps fewer values live). */
+static __opal_attribute_noinline__ void
+send_seg_done(opal_btl_usnic_module_t *module, int channel, opal_btl_usnic_seg_base_t *base)
+{
+    opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t, base);
+
+    if (USNIC_SEG_ACK == base->type) {
+        module->channels[channel].sd_wqe += seg->wqes;
+        --seg->posted;
+        opal_free_list_return(&module->ack_segs,
+                              &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
+    } else {
+        opal_btl_usnic_send_complete(module, seg, channel);
+    }
+}
+
+/* A completion with an error, or one of a send that asked for none (it
+ * gets one only when it failed); out of line. */
+static __opal_attribute_noinline__ void
+handle_error(opal_btl_usnic_module_t *module, int channel, const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
-    /* A send that asked for no completion gets one only when it failed. */
-    if (OPAL_UNLIKELY(NULL == base)) {
-        if (USNIC_CQE_FLUSHED == cqe->status) {
-            goto dead_qp;
-        }
+    if (USNIC_CQE_FLUSHED == cqe->status) {
+        module->ops->async_drain(module->dev);
+        opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
+                       opal_process_info.nodename, module->dev_name,
+                       0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
+                       cqe->code);
+        opal_btl_usnic_module_fatal(module, NULL);
+        return;
+    }
+    if (NULL == base) {
         ++module->stats.num_send_errors;
         return;
     }
     if (USNIC_SEG_RECV == base->type) {
         opal_btl_usnic_recv_seg_t *rseg = usnic_container_of(base, opal_btl_usnic_recv_seg_t,
                                                              base);
-        if (OPAL_LIKELY(USNIC_CQE_OK == cqe->status)) {
-            opal_btl_usnic_recv(module, rseg, cqe);
-            return;
-        }
-        if (USNIC_CQE_FLUSHED == cqe->status) {
-            goto dead_qp;
-        }
         ++module->stats.num_recv_errors;
-        opal_btl_usnic_channel_queue_recv(&module->channels[channel], rseg);
+        opal_btl_usnic_channel_queue_recv(rseg->chan, rseg);
         return;
     }
+    /* A lost send is recovered by the retransmit timer. */
+    ++module->stats.num_send_errors;
+    send_seg_done(module, channel, base);
+}
 
-    if (OPAL_UNLIKELY(USNIC_CQE_OK != cqe->status)) {
-        if (USNIC_CQE_FLUSHED == cqe->status) {
-            goto dead_qp;
-        }
-        /* A lost send is recovered by the retransmit timer. */
-        ++module->stats.num_send_errors;
-    }
-    {
-        opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
-                                                            base);
-        if (USNIC_SEG_ACK == base->type) {
-            module->channels[channel].sd_wqe += seg->wqes;
-            --seg->posted;
-            opal_free_list_return(&module->ack_segs,
-                                  &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
-        } else {
-            opal_btl_usnic_send_complete(module, seg, channel);
-        }
-    }
-    return;
+static inline __attribute__((always_inline)) void
+handle_completion(opal_btl_usnic_module_t *module, int channel,
+                  const opal_btl_usnic_cqe_t *cqe)
+{
+    opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
-dead_qp:
-    module->ops->async_drain(module->dev);
-    opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
-                   opal_process_info.nodename, module->dev_name,
-                   0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
-                   cqe->code);
-    opal_btl_usnic_module_fatal(module, NULL);
+    if (OPAL_UNLIKELY(USNIC_CQE_OK != cqe->status || NULL == base)) {
+        handle_error(module, channel, cqe);
+    } else if (USNIC_SEG_RECV == base->type) {
+        opal_btl_usnic_recv(module, usnic_container_of(base, opal_btl_usnic_recv_seg_t, base),
+                            cqe);
+    } else {
+        send_seg_done(module, channel, base);
+    }
 }
 
 /* One batch of a channel's completions, dispatched: its size, or -1 when
@@ -160,7 +166,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         return count;
     }
 
-    while (!opal_list_is_empty(&module->fastpath_done)) {
+    while (!usnic_list_empty(&module->fastpath_done)) {
         opal_btl_usnic_send_frag_t *frag =
             usnic_container_of(opal_list_remove_first(&module->fastpath_done),
                                opal_btl_usnic_send_frag_t, queue_li);
@@ -187,8 +193,8 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         opal_btl_usnic_rdma_progress(module);
     }
     /* A delayed ACK costs no pass until it is due. */
-    if (!opal_list_is_empty(&module->pending_resend_segs) ||
-        !opal_list_is_empty(&module->endpoints_with_sends) ||
+    if (!usnic_list_empty(&module->pending_resend_segs) ||
+        !usnic_list_empty(&module->endpoints_with_sends) ||
         module->acks_due_tick <= usnic_component.progress_ticks) {
         opal_btl_usnic_progress_sends(module);
     }

@@ -295,7 +295,5 @@ done:
     }
 
 repost:
-    /* (the channel looked up only now: one value less to keep across the
-     * calls above) */
-    opal_btl_usnic_channel_queue_recv(&module->channels[rseg->base.channel], rseg);
+    opal_btl_usnic_channel_queue_recv(rseg->chan, rseg);
 }

@@ -102,7 +102,7 @@ opal_btl_usnic_handle_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
             }
         }
         if (NULL != seg) {
-            opal_btl_usnic_seg_acked(module, seg);
+            opal_btl_usnic_seg_acked(module, ep, seg);
         }
     }
     opal_btl_usnic_new_ack(ep, ack, acked);

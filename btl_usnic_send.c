@@ -180,12 +180,13 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
     ch->hdr.payload_len = (uint16_t) len;
     ch->hdr.tag = frag->tag;
+    ch->hdr.put_addr = frag->put_addr;
     ch->frag_id = frag->frag_id;
     ch->frag_size = (uint32_t) frag->size;
     ch->frag_offset = (uint32_t) off;
     frag->sent_offset += len;
     ++frag->segs_unacked;
-    opal_btl_usnic_send_segment(module, ep, &chunk->seg, USNIC_DATA_CHANNEL);
+    opal_btl_usnic_send_segment(module, ep, &chunk->seg, &ch->hdr, USNIC_DATA_CHANNEL);
     ++module->stats.num_chunk_sends;
     return frag->sent_offset >= frag->size ? CHUNK_LAST : CHUNK_SENT;
 }
@@ -228,12 +229,12 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
     int budget = USNIC_SENDS_PER_PASS;
 
-    if (!opal_list_is_empty(&module->pending_resend_segs)) {
+    if (!usnic_list_empty(&module->pending_resend_segs)) {
         opal_btl_usnic_retrans_resend(module);
     }
 
     while (budget > 0 && data->sd_wqe > 0 &&
-           !opal_list_is_empty(&module->endpoints_with_sends)) {
+           !usnic_list_empty(&module->endpoints_with_sends)) {
         opal_btl_usnic_endpoint_t *ep =
             usnic_container_of(opal_list_get_first(&module->endpoints_with_sends),
                                opal_btl_usnic_endpoint_t, sends_li);
@@ -241,7 +242,7 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
         /* A PML callback run from this loop may have sent on the endpoint
          * since it was listed: its window or queue may be used up. */
         if (OPAL_UNLIKELY(!usnic_tx_window_open(&ep->tx) || ep->send_credits <= 0 ||
-                          opal_list_is_empty(&ep->send_queue))) {
+                          usnic_list_empty(&ep->send_queue))) {
             opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
             ep->on_sends_list = false;
             continue;

@@ -23,7 +23,7 @@ BEGIN_C_DECLS
  * every ACK asks). */
 static inline void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
-    if (!ep->on_sends_list && !opal_list_is_empty(&ep->send_queue) && !ep->failed &&
+    if (!ep->on_sends_list && !usnic_list_empty(&ep->send_queue) && !ep->failed &&
         !ep->exiting && ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
         opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = true;
@@ -50,14 +50,16 @@ opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
 }
 
-/* First transmission of a segment: give it the next sequence number,
- * record it in the window, piggy-back an owed ACK, post, arm the timer
- * (inlined: every send). */
+/* First transmission of a segment whose caller filled in what it carries
+ * (type, length, tag, PUT address) in hdr (seg->hdr, which the caller's
+ * stores through it would make the compiler load again): give it the next
+ * sequence number, record it in the window, piggy-back an owed ACK, post,
+ * arm the timer (inlined: every send). */
 static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                            opal_btl_usnic_send_seg_t *seg, int channel)
+                            opal_btl_usnic_send_seg_t *seg, usnic_btl_header_t *hdr,
+                            int channel)
 {
-    usnic_btl_header_t *hdr = seg->hdr;
     uint16_t seq;
     uint64_t inflight;
 
@@ -76,7 +78,6 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     hdr->chan_prev = USNIC_SEQ_DIFF16(ep->chan_last_seq[channel], ep->tx.ack_seq_rcvd) > 0
                          ? ep->chan_last_seq[channel] : seq;
     ep->chan_last_seq[channel] = seq;
-    hdr->put_addr = seg->frag->put_addr;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */
     hdr->flags = usnic_tx_window_room(&ep->tx, inflight) ? 0 : USNIC_HDR_ACK_REQ;
@@ -98,16 +99,19 @@ static inline __opal_attribute_always_inline__ void
 opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                                opal_btl_usnic_send_frag_t *frag, int channel)
 {
-    /* (loaded once: the stores through hdr might alias the frag) */
+    /* (loaded first: the stores through hdr might alias the frag) */
     usnic_btl_header_t *hdr = frag->seg.hdr;
     size_t size = frag->size;
+    uint8_t tag = frag->tag;
+    uint64_t put_addr = frag->put_addr;
 
     frag->seg.len = sizeof(*hdr) + size;
+    frag->segs_unacked = 1;
     hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
     hdr->payload_len = (uint16_t) size;
-    hdr->tag = frag->tag;
-    frag->segs_unacked = 1;
-    opal_btl_usnic_send_segment(module, ep, &frag->seg, channel);
+    hdr->tag = tag;
+    hdr->put_addr = put_addr;
+    opal_btl_usnic_send_segment(module, ep, &frag->seg, hdr, channel);
     ++module->stats.num_frag_sends;
 }
 
@@ -122,13 +126,15 @@ opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
     /* Never overtake queued frags, leave send slots for ACKs, and never send
      * more than the peer's priority queue has buffers for. */
-    if (!opal_list_is_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
+    if (!usnic_list_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
         prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
         return false;
     }
+    opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
+    /* (after the send, which then finds the frag's fields as they were
+     * stored: these stores might alias them for the compiler) */
     frag->seg.prio = true;
     ++ep->prio_inflight;
-    opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
     ++module->stats.num_fast_sends;
     return true;
 }
@@ -151,13 +157,13 @@ void opal_btl_usnic_frag_abort(opal_btl_usnic_module_t *module, opal_btl_usnic_s
 /* All of an emulated PUT is acknowledged: its completion callback. */
 void opal_btl_usnic_put_acked(opal_btl_usnic_module_t *module, opal_btl_usnic_send_frag_t *frag);
 
-/* A segment is acknowledged (called by the ACK code; inline: every
- * acknowledged segment). */
+/* A segment sent to ep is acknowledged (called by the ACK code; inline:
+ * every acknowledged segment). */
 static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_endpoint_t *ep,
                                             opal_btl_usnic_send_seg_t *seg)
 {
     opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
 
     if (seg->on_resend_list) {
         opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);

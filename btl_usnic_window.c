@@ -26,6 +26,7 @@ bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout)
     w->cwnd_acked = 0;
     w->cut_seq = (uint16_t)(w->next_seq_to_send - 1);
     w->cut_active = true;
+    usnic_tx_window_limit(w);
     return true;
 }
 
@@ -49,6 +50,7 @@ void usnic_tx_cwnd_grow(usnic_tx_window_t *w, uint32_t acked)
     if (w->cwnd >= w->size) {
         w->cwnd = USNIC_CWND_OPEN;
     }
+    usnic_tx_window_limit(w);
 }
 
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits)

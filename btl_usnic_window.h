@@ -30,11 +30,18 @@ typedef struct {
     uint16_t ack_seq_rcvd;      /* highest sequence cumulatively ACKed */
     uint32_t size;              /* how many may be outstanding: the peer's buffers */
     uint32_t cwnd;              /* ... and the congestion window (AIMD) */
+    uint32_t limit;             /* the smaller of the two (usnic_tx_window_limit) */
     uint32_t ssthresh;          /* below it cwnd grows per ACKed segment, above per round */
     uint32_t cwnd_acked;        /* segments ACKed toward the next +1 above ssthresh */
     uint16_t cut_seq;           /* last sequence sent when cwnd was last cut */
     bool cut_active;            /* a cut happened and cut_seq is not yet ACKed */
 } usnic_tx_window_t;
+
+/* After a change of size or cwnd: one comparison per room test instead of two. */
+static inline void usnic_tx_window_limit(usnic_tx_window_t *w)
+{
+    w->limit = w->cwnd < w->size ? w->cwnd : w->size;
+}
 
 static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint32_t size)
 {
@@ -46,6 +53,14 @@ static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint
     w->cwnd_acked = 0;
     w->cut_seq = 0;
     w->cut_active = false;
+    usnic_tx_window_limit(w);
+}
+
+/* The peer's buffers for us changed. */
+static inline void usnic_tx_window_resize(usnic_tx_window_t *w, uint32_t size)
+{
+    w->size = size;
+    usnic_tx_window_limit(w);
 }
 
 /* Segments sent but not yet ACKed. */
@@ -57,7 +72,7 @@ static inline uint32_t usnic_tx_window_inflight(const usnic_tx_window_t *w)
 /* Whether inflight segments leave room for one more. */
 static inline bool usnic_tx_window_room(const usnic_tx_window_t *w, uint32_t inflight)
 {
-    return inflight < w->size && inflight < w->cwnd;
+    return inflight < w->limit;
 }
 
 static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
@@ -104,6 +119,7 @@ static inline void usnic_tx_cwnd_restore(usnic_tx_window_t *w, const usnic_tx_cw
     w->cwnd_acked = s->cwnd_acked;
     w->cut_seq = s->cut_seq;
     w->cut_active = s->cut_active;
+    usnic_tx_window_limit(w);
 }
 
 typedef enum {

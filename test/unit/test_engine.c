@@ -772,6 +772,7 @@ USNIC_TEST(engine_ack_req_small_cwnd)
     ep = w->ep[SIDE_A];
     ep->tx.cwnd = USNIC_CWND_MIN;
     ep->tx.ssthresh = USNIC_CWND_MIN;
+    usnic_tx_window_limit(&ep->tx);
     usnic_component.ack_hold_us = 1e9;
     for (int i = 0; i < 24; ++i) {
         check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));

@@ -36,9 +36,9 @@ USNIC_TEST(tx_window_inflight)
     /* 65530..3 sent: closed at exactly size outstanding */
     check_int_eq(w.next_seq_to_send, 4);
     check(!usnic_tx_window_open(&w));
-    w.size = 11;
+    usnic_tx_window_resize(&w, 11);
     check(usnic_tx_window_open(&w));
-    w.size = 10;
+    usnic_tx_window_resize(&w, 10);
 
     /* an ACK of 65535 leaves 0..3 outstanding */
     w.ack_seq_rcvd = 65535;
