@@ -74,9 +74,8 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     hdr->sender = usnic_component.my_hashed_name;
     hdr->pkt_seq = seq;
     /* what the receiver tells a loss from a segment late through the
-     * other channel by (an acknowledged one is no news) */
-    hdr->chan_prev = USNIC_SEQ_DIFF16(ep->chan_last_seq[channel], ep->tx.ack_seq_rcvd) > 0
-                         ? ep->chan_last_seq[channel] : seq;
+     * other channel by */
+    hdr->chan_prev = ep->chan_last_seq[channel];
     ep->chan_last_seq[channel] = seq;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */

@@ -175,7 +175,9 @@ usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq);
 /* seq arrived above a hole, sent on its channel after prev (the header's
  * chan_prev).  Each channel keeps its order, so a prev inside the window
  * that has not arrived is lost, not late: it is remembered.  True if it is
- * the hole at the left edge (its ACK should go now). */
+ * the hole at the left edge (its ACK should go now).  (A channel unused
+ * for a lap of sequence numbers names one that may look inside the window
+ * again: at worst one resend that was not needed.) */
 bool usnic_rx_note_lost(usnic_rx_window_t *w, uint16_t prev, uint16_t seq);
 /* Whether the hole at the left edge is known lost; forgets the holes
  * filled since.  Called for every ACK, so that none is remembered a lap. */

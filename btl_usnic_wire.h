@@ -69,8 +69,8 @@ typedef struct {
     uint8_t ack_flags;      /* USNIC_ACK_*, valid if ack_present */
     uint8_t flags;          /* USNIC_HDR_* */
     uint8_t pad;
-    uint16_t chan_prev;     /* the sequence number sent before this one on its channel
-                             * (pkt_seq itself: nothing unacknowledged before it there) */
+    uint16_t chan_prev;     /* the sequence number first sent before this one on its
+                             * channel (resends: pkt_seq itself, no claim) */
 } usnic_btl_header_t;
 
 /* A chunk of a fragment too large for one datagram: 48 bytes. */
