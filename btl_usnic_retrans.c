@@ -64,7 +64,10 @@
  *                  overtake a backlog on the other.  A duplicate ACK alone
  *                  resends nothing: the receiver repeats its ACK while such
  *                  a late segment is on its way.
- * congestion       btl_usnic_congestion_control (on): a fast retransmit
+ * congestion       btl_usnic_congestion_control (on): a fast retransmit of a
+ *                  segment lost within USNIC_CWND_LOSS_SPAN (16) of the one
+ *                  lost before it (a run of losses, as a full queue drops;
+ *                  a lone loss is the path's noise: usnic_tx_loss_clustered)
  *                  halves the endpoint's congestion window, an expiry
  *                  restarts it from USNIC_CWND_MIN segments, once per window
  *                  of data (cut); ACKs grow it back, per segment up to half
@@ -138,10 +141,17 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
-/* A loss seen: send less into the path that lost it. */
-static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout)
+/* A loss seen: send less into the path that lost it (a segment reported
+ * lost: only when it is one of a run; a timeout: always). */
+static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout, uint16_t lost_seq)
 {
-    if (usnic_component.congestion_control && usnic_tx_cwnd_loss(&ep->tx, timeout)) {
+    if (!usnic_component.congestion_control) {
+        return;
+    }
+    if (!timeout && !usnic_tx_loss_clustered(&ep->tx, lost_seq)) {
+        return;
+    }
+    if (usnic_tx_cwnd_loss(&ep->tx, timeout)) {
         ++ep->module->stats.num_cwnd_cuts;
     }
 }
@@ -180,7 +190,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         ep->floor_raised_us = now;
     }
     usnic_rto_backoff(&ep->rto);
-    cut(ep, true);
+    cut(ep, true, 0);
     ep->in_recovery = true;
     ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
     if (NULL != seg && !seg->on_resend_list) {
@@ -250,7 +260,7 @@ static void resend_next(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
         ++module->stats.num_fast_retrans;
         /* (a recovery has cut already) */
         if (!ep->in_recovery) {
-            cut(ep, false);
+            cut(ep, false, lost);
         }
     }
 }

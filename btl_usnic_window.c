@@ -9,6 +9,16 @@
 
 #include "btl_usnic_window.h"
 
+bool usnic_tx_loss_clustered(usnic_tx_window_t *w, uint16_t lost_seq)
+{
+    bool clustered = w->loss_seen &&
+                     (uint16_t)(lost_seq - w->loss_seq) <= USNIC_CWND_LOSS_SPAN;
+
+    w->loss_seen = true;
+    w->loss_seq = lost_seq;
+    return clustered;
+}
+
 bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout)
 {
     uint32_t half = usnic_tx_window_inflight(w) / 2;

@@ -35,6 +35,8 @@ typedef struct {
     uint32_t cwnd_acked;        /* segments ACKed toward the next +1 above ssthresh */
     uint16_t cut_seq;           /* last sequence sent when cwnd was last cut */
     bool cut_active;            /* a cut happened and cut_seq is not yet ACKed */
+    bool loss_seen;             /* loss_seq holds the last segment found lost */
+    uint16_t loss_seq;
 } usnic_tx_window_t;
 
 /* After a change of size or cwnd: one comparison per room test instead of two. */
@@ -53,6 +55,8 @@ static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint
     w->cwnd_acked = 0;
     w->cut_seq = 0;
     w->cut_active = false;
+    w->loss_seen = false;
+    w->loss_seq = 0;
     usnic_tx_window_limit(w);
 }
 
@@ -80,6 +84,13 @@ static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
     return usnic_tx_window_room(w, usnic_tx_window_inflight(w));
 }
 
+/* Losses closer than this many segments are one run of them. */
+#define USNIC_CWND_LOSS_SPAN 16
+/* Segment lost_seq was found lost by a report of the receiver: true if it
+ * follows another within USNIC_CWND_LOSS_SPAN segments.  A full receive
+ * queue or an overloaded link drops runs of datagrams; a lone loss is the
+ * path's noise, and cutting for it only slows a lossy link down. */
+bool usnic_tx_loss_clustered(usnic_tx_window_t *w, uint16_t lost_seq);
 /* A loss was seen (timeout: the timer expired; else a duplicate ACK): the
  * congestion window halves (a timeout restarts it from USNIC_CWND_MIN),
  * once per window of data.  Returns whether it was cut. */

@@ -946,6 +946,8 @@ USNIC_TEST(engine_late_on_other_channel_not_reported)
     check_int_eq(f.dropped, 1);
     check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 1);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    /* a lone loss is no congestion: the window stays open */
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 0);
     check_all_delivered(w);
     world_fini(w);
     return 0;

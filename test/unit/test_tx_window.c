@@ -294,3 +294,19 @@ USNIC_TEST(rto_late_floor)
     check_int_eq(r.min_us, 20000);
     return 0;
 }
+
+/* Losses a run apart are congestion; a lone one is noise (no cut for it). */
+USNIC_TEST(tx_loss_clustered)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 256);
+    check(!usnic_tx_loss_clustered(&w, (uint16_t)(ISN + 10)));       /* the first */
+    check(usnic_tx_loss_clustered(&w, (uint16_t)(ISN + 11)));        /* the next one */
+    check(usnic_tx_loss_clustered(&w, (uint16_t)(ISN + 11 + USNIC_CWND_LOSS_SPAN)));
+    check(!usnic_tx_loss_clustered(&w, (uint16_t)(ISN + 28 + USNIC_CWND_LOSS_SPAN)));
+    /* across the wrap of the sequence numbers */
+    check(!usnic_tx_loss_clustered(&w, 65530));
+    check(usnic_tx_loss_clustered(&w, 3));
+    return 0;
+}
