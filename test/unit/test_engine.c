@@ -822,6 +822,56 @@ USNIC_TEST(engine_pingpong_chunked_acks_ride)
     return 0;
 }
 
+/* What a blocking ob1 ping-pong waits for, per half round trip, with the
+ * production ACK hold (a wait on it would stall here): nothing.  sendi (8 B),
+ * one frag (4000 B) and two chunks (4096 B + ob1's 14-byte header): every
+ * datagram posted and the send complete (inline or des_cbfunc) before
+ * btl_send returns, the message delivered by the receiver's first pass
+ * after its datagrams arrived, its ACK riding on the answer. */
+USNIC_TEST(engine_pingpong_nothing_waits)
+{
+    static const struct {
+        size_t len;
+        send_method_t how;
+        uint64_t dgrams;
+    } sizes[] = {{8 + 14, SEND_SENDI, 1}, {4000, SEND_PREPARE, 1}, {4096 + 14, SEND_PREPARE, 2}};
+    world_t *w = world_new(700, 800);
+
+    check(NULL != w);
+    check(4096 + 14 > w->mods[SIDE_A].max_frag_payload);
+    usnic_component.ack_hold_us = 1e9;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+        uint64_t acks = STATS(w, SIDE_A)->num_ack_sends + STATS(w, SIDE_B)->num_ack_sends;
+
+        for (int i = 0; i < 40; ++i) {
+            int from = i % 2, to = 1 - from;
+            uint64_t posts = fake_dev.posts;
+            size_t nrx = w->nrx;
+            sent_msg_t *m;
+
+            ++usnic_component.progress_ticks;
+            m = world_send(w, from, sizes[k].len, sizes[k].how);
+            check(NULL != m);
+            check_int_eq(fake_dev.posts - posts, sizes[k].dgrams);
+            check(1 == m->rc || (0 == m->rc && 1 == m->callbacks));
+            /* the sender's pass after its send, then the wire */
+            world_progress(w, from);
+            check_int_eq(world_net_step(w), sizes[k].dgrams);
+            world_progress(w, to);
+            check_int_eq(w->nrx, nrx + 1);
+        }
+        check_int_eq(STATS(w, SIDE_A)->num_ack_sends + STATS(w, SIDE_B)->num_ack_sends, acks);
+    }
+    usnic_component.ack_hold_us = 0;
+    w->ep[SIDE_A]->ack_hold_until_us = 0;
+    w->ep[SIDE_B]->ack_hold_until_us = 0;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check(NULL == world_verify_completions(w));
+    world_fini(w);
+    return 0;
+}
+
 /* Karn: the ACK of a segment above a resent one waits for the resend, so
  * it times the recovery, not the path; the sample is dropped. */
 USNIC_TEST(engine_rtt_sample_above_resend_dropped)
