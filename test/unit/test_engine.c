@@ -872,6 +872,48 @@ USNIC_TEST(engine_pingpong_nothing_waits)
     return 0;
 }
 
+/* A delivered chunked message leaves its reassembly buffer as the module's
+ * spare, which the next one that fits takes (no malloc and free per
+ * message); a larger one replaces it, one above btl_max_send_size is not
+ * kept, and teardown frees it. */
+USNIC_TEST(engine_reassembly_buffer_reused)
+{
+    world_t *w = world_new(900, 1000);
+    opal_btl_usnic_module_t *b;
+    uint8_t *spare;
+    size_t max;
+
+    check(NULL != w);
+    b = &w->mods[SIDE_B];
+    max = b->super.btl_max_send_size;
+    check(NULL == b->rx_spare);
+    check(NULL != world_send(w, SIDE_A, 4096 + 14, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(NULL != b->rx_spare);
+    check_int_eq(b->rx_spare_size, 4096 + 14);
+    spare = b->rx_spare;
+    /* a smaller one takes it and gives it back */
+    check(NULL != world_send(w, SIDE_A, 4096, SEND_PREPARE));
+    world_step(w);
+    world_step(w);
+    check_int_eq(w->nrx, 2);
+    check(spare == b->rx_spare);
+    check_int_eq(b->rx_spare_size, 4096 + 14);
+    /* a larger one is kept instead */
+    check(NULL != world_send(w, SIDE_A, 3 * b->max_chunk_payload, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(b->rx_spare_size, 3 * b->max_chunk_payload);
+    /* beyond what the PML sends in one piece: freed */
+    b->super.btl_max_send_size = 4 * b->max_chunk_payload;
+    check(NULL != world_send(w, SIDE_A, 5 * b->max_chunk_payload, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(b->rx_spare_size, 3 * b->max_chunk_payload);
+    b->super.btl_max_send_size = max;
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* Karn: the ACK of a segment above a resent one waits for the resend, so
  * it times the recovery, not the path; the sample is dropped. */
 USNIC_TEST(engine_rtt_sample_above_resend_dropped)
