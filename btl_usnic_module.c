@@ -399,6 +399,8 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
         OBJ_RELEASE(ep);
     }
     opal_btl_usnic_rdma_fini(module);
+    free(module->rx_spare);
+    module->rx_spare = NULL;
     OBJ_DESTRUCT(&module->zombie_endpoints);
     OBJ_DESTRUCT(&module->fastpath_done);
     OBJ_DESTRUCT(&module->pending_resend_segs);

@@ -119,6 +119,10 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */
+    /* a delivered message's reassembly buffer, kept for the next one (a
+     * malloc and free per chunked message cost more than its second chunk) */
+    uint8_t *rx_spare;
+    uint32_t rx_spare_size;
 
     /* emulated GET and atomics (btl_usnic_rdma.c) */
     opal_free_list_t rdma_op_fl;

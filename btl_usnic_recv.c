@@ -58,6 +58,20 @@ deliver(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          &rseg->pml_desc);
 }
 
+/* A reassembly buffer after its delivery: kept as the spare if it is the
+ * larger, up to the largest message the PML sends in one piece. */
+static void recv_buf_done(opal_btl_usnic_module_t *module, uint8_t *buf, uint32_t size)
+{
+    if (size > module->super.btl_max_send_size ||
+        (NULL != module->rx_spare && module->rx_spare_size >= size)) {
+        free(buf);
+        return;
+    }
+    free(module->rx_spare);
+    module->rx_spare = buf;
+    module->rx_spare_size = size;
+}
+
 /* Reassembly of a chunk; returns false if the chunk was dropped without
  * being recorded (so that the sender will send it again). */
 static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -92,8 +106,16 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
             opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
             return false;
         }
-        slot->buf = 0 != ch->hdr.put_addr ? (uint8_t *)(uintptr_t) ch->hdr.put_addr
-                                          : malloc(ch->frag_size);
+        if (0 != ch->hdr.put_addr) {
+            slot->buf = (uint8_t *)(uintptr_t) ch->hdr.put_addr;
+        } else if (NULL != module->rx_spare && module->rx_spare_size >= ch->frag_size) {
+            slot->buf = module->rx_spare;
+            slot->buf_size = module->rx_spare_size;
+            module->rx_spare = NULL;
+        } else {
+            slot->buf = malloc(ch->frag_size);
+            slot->buf_size = ch->frag_size;
+        }
         if (NULL == slot->buf) {
             return false;
         }
@@ -133,7 +155,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     if (0 == slot->bytes_left) {
         if (0 == slot->put_addr) {
             deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
-            free(slot->buf);
+            recv_buf_done(module, slot->buf, slot->buf_size);
         }
         slot->buf = NULL;
         slot->frag_id = 0;

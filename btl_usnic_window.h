@@ -376,6 +376,7 @@ typedef struct {
     uint32_t frag_id;           /* 0 = slot free */
     uint32_t frag_size;
     uint32_t bytes_left;
+    uint32_t buf_size;          /* room in buf (sends) */
     uint64_t put_addr;          /* 0, or where an emulated PUT lands */
     uint8_t *buf;               /* reassembly buffer (sends) or put target */
     uint16_t first_seq;         /* sequence number of the fragment's chunk 0 */

@@ -822,6 +822,98 @@ USNIC_TEST(engine_pingpong_chunked_acks_ride)
     return 0;
 }
 
+/* What a blocking ob1 ping-pong waits for, per half round trip, with the
+ * production ACK hold (a wait on it would stall here): nothing.  sendi (8 B),
+ * one frag (4000 B) and two chunks (4096 B + ob1's 14-byte header): every
+ * datagram posted and the send complete (inline or des_cbfunc) before
+ * btl_send returns, the message delivered by the receiver's first pass
+ * after its datagrams arrived, its ACK riding on the answer. */
+USNIC_TEST(engine_pingpong_nothing_waits)
+{
+    static const struct {
+        size_t len;
+        send_method_t how;
+        uint64_t dgrams;
+    } sizes[] = {{8 + 14, SEND_SENDI, 1}, {4000, SEND_PREPARE, 1}, {4096 + 14, SEND_PREPARE, 2}};
+    world_t *w = world_new(700, 800);
+
+    check(NULL != w);
+    check(4096 + 14 > w->mods[SIDE_A].max_frag_payload);
+    usnic_component.ack_hold_us = 1e9;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+        uint64_t acks = STATS(w, SIDE_A)->num_ack_sends + STATS(w, SIDE_B)->num_ack_sends;
+
+        for (int i = 0; i < 40; ++i) {
+            int from = i % 2, to = 1 - from;
+            uint64_t posts = fake_dev.posts;
+            size_t nrx = w->nrx;
+            sent_msg_t *m;
+
+            ++usnic_component.progress_ticks;
+            m = world_send(w, from, sizes[k].len, sizes[k].how);
+            check(NULL != m);
+            check_int_eq(fake_dev.posts - posts, sizes[k].dgrams);
+            check(1 == m->rc || (0 == m->rc && 1 == m->callbacks));
+            /* the sender's pass after its send, then the wire */
+            world_progress(w, from);
+            check_int_eq(world_net_step(w), sizes[k].dgrams);
+            world_progress(w, to);
+            check_int_eq(w->nrx, nrx + 1);
+        }
+        check_int_eq(STATS(w, SIDE_A)->num_ack_sends + STATS(w, SIDE_B)->num_ack_sends, acks);
+    }
+    usnic_component.ack_hold_us = 0;
+    w->ep[SIDE_A]->ack_hold_until_us = 0;
+    w->ep[SIDE_B]->ack_hold_until_us = 0;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check(NULL == world_verify_completions(w));
+    world_fini(w);
+    return 0;
+}
+
+/* A delivered chunked message leaves its reassembly buffer as the module's
+ * spare, which the next one that fits takes (no malloc and free per
+ * message); a larger one replaces it, one above btl_max_send_size is not
+ * kept, and teardown frees it. */
+USNIC_TEST(engine_reassembly_buffer_reused)
+{
+    world_t *w = world_new(900, 1000);
+    opal_btl_usnic_module_t *b;
+    uint8_t *spare;
+    size_t max;
+
+    check(NULL != w);
+    b = &w->mods[SIDE_B];
+    max = b->super.btl_max_send_size;
+    check(NULL == b->rx_spare);
+    check(NULL != world_send(w, SIDE_A, 4096 + 14, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check(NULL != b->rx_spare);
+    check_int_eq(b->rx_spare_size, 4096 + 14);
+    spare = b->rx_spare;
+    /* a smaller one takes it and gives it back */
+    check(NULL != world_send(w, SIDE_A, 4096, SEND_PREPARE));
+    world_step(w);
+    world_step(w);
+    check_int_eq(w->nrx, 2);
+    check(spare == b->rx_spare);
+    check_int_eq(b->rx_spare_size, 4096 + 14);
+    /* a larger one is kept instead */
+    check(NULL != world_send(w, SIDE_A, 3 * b->max_chunk_payload, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(b->rx_spare_size, 3 * b->max_chunk_payload);
+    /* beyond what the PML sends in one piece: freed */
+    b->super.btl_max_send_size = 4 * b->max_chunk_payload;
+    check(NULL != world_send(w, SIDE_A, 5 * b->max_chunk_payload, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(b->rx_spare_size, 3 * b->max_chunk_payload);
+    b->super.btl_max_send_size = max;
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* Karn: the ACK of a segment above a resent one waits for the resend, so
  * it times the recovery, not the path; the sample is dropped. */
 USNIC_TEST(engine_rtt_sample_above_resend_dropped)
