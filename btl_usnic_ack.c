@@ -73,6 +73,9 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         hdr->payload_type = USNIC_PAYLOAD_TYPE_ACK;
         hdr->payload_len = 0;
         hdr->put_addr = 0;
+        /* (the ACK buffers are never zeroed: a stale USNIC_HDR_RESEND
+         * would report a resend the peer never sent) */
+        hdr->flags = 0;
         hdr->ack_present = 1;
         hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
         opal_btl_usnic_add_ack_flags(ep, hdr);
