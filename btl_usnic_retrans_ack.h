@@ -18,7 +18,7 @@
 
 BEGIN_C_DECLS
 
-/* Queue a segment for retransmission (timer or duplicate ACK). */
+/* Queue a segment for retransmission (timer, reported hole, or partial ACK in a recovery). */
 static inline void opal_btl_usnic_queue_resend(opal_btl_usnic_module_t *module,
                                                opal_btl_usnic_send_seg_t *seg)
 {

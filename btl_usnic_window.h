@@ -91,7 +91,7 @@ static inline bool usnic_tx_window_open(const usnic_tx_window_t *w)
  * queue or an overloaded link drops runs of datagrams; a lone loss is the
  * path's noise, and cutting for it only slows a lossy link down. */
 bool usnic_tx_loss_clustered(usnic_tx_window_t *w, uint16_t lost_seq);
-/* A loss was seen (timeout: the timer expired; else a duplicate ACK): the
+/* A loss was seen (timeout: the timer expired; else a reported hole, one of a run): the
  * congestion window halves (a timeout restarts it from USNIC_CWND_MIN),
  * once per window of data.  Returns whether it was cut. */
 bool usnic_tx_cwnd_loss(usnic_tx_window_t *w, bool timeout);
@@ -135,7 +135,7 @@ static inline void usnic_tx_cwnd_restore(usnic_tx_window_t *w, const usnic_tx_cw
 
 typedef enum {
     USNIC_ACK_NEW,      /* acknowledges one or more outstanding segments */
-    USNIC_ACK_DUP,      /* repeats the last ACK: the next segment was likely lost */
+    USNIC_ACK_DUP,      /* repeats the last ACK (alone no sign of a loss: USNIC_ACK_HOLE is) */
     USNIC_ACK_OLD,      /* older than what we already know */
     USNIC_ACK_BOGUS,    /* acknowledges something never sent: ignore it */
 } usnic_ack_class_t;
