@@ -55,6 +55,8 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
     ep->rx_report = 0;
+    ep->rx_filled = false;
+    ep->rx_filled_seq = 0;
     ep->floor_raised_us = 0;
     ep->tmo_sent_us = 0;
     ep->rx_dup_seq = 0;

@@ -102,6 +102,8 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rx_acked;                  /* the cumulative ACK last sent to the peer */
     uint8_t rx_report;                  /* USNIC_ACK_* to report in the next ACK */
     uint16_t rx_dup_seq;                /* with USNIC_ACK_DUP_SEEN: the duplicate */
+    bool rx_filled;                     /* rx_filled_seq: the last resend that filled a hole */
+    uint16_t rx_filled_seq;
     usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
 
     bool exiting;

@@ -213,6 +213,11 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
          * (a resend of the oldest unacknowledged segment always lands
          * here when the original had arrived) */
         ++module->stats.num_oow_low_recvs;
+        if (ep->rx_filled && seq == ep->rx_filled_seq) {
+            /* a copy of a resend that was needed (the network's duplicate;
+             * a lap later, at worst a spurious timeout not undone) */
+            break;
+        }
         /* before its ACK left: this receiver was late, no ACK was lost */
         ep->rx_report = (uint8_t)((ep->rx_report & ~USNIC_ACK_DUP_LATE) | USNIC_ACK_DUP_SEEN |
                                   (USNIC_SEQ_DIFF16(seq, ep->rx_acked) > 0 ? USNIC_ACK_DUP_LATE
@@ -266,6 +271,11 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     }
     if (OPAL_UNLIKELY(hdr->flags & USNIC_HDR_RESEND)) {
         ep->rx_report |= USNIC_ACK_RESEND_SEEN;
+        /* it fills a hole: a copy of it later proves nothing spurious */
+        if (USNIC_RX_ACCEPT == usnic_rx_classify(&ep->rx, hdr->pkt_seq)) {
+            ep->rx_filled_seq = hdr->pkt_seq;
+            ep->rx_filled = true;
+        }
     }
     /* The usual datagram: a small frag, the next one in order; the general
      * path below would come to the same after checking each again. */

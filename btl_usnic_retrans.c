@@ -196,6 +196,8 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     if (NULL != seg && !seg->on_resend_list) {
         opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_timeout_retrans;
+        /* (a hole report from before this resend arrived names it too) */
+        ep->hole_resent = true;
         n = 1;
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
@@ -297,6 +299,13 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
                 module->stats.max_rto_us = ep->rto.min_us;
             }
         }
+    }
+    /* The resend reached the receiver and this ACK covers it: whether it was
+     * needed or not, no later report proves it spurious (a duplicate of
+     * it, the network's or a lap later, would otherwise pass for one). */
+    if ((flags & USNIC_ACK_RESEND_SEEN) && ep->tmo_pending &&
+        USNIC_SEQ_DIFF16(ack, ep->tmo_seq) >= 0) {
+        ep->tmo_pending = false;
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);

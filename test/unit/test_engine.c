@@ -993,6 +993,37 @@ USNIC_TEST(engine_repeated_ack_alone_resends_nothing)
     return 0;
 }
 
+/* The timer resent the oldest segment; a hole report for it built before
+ * that resend arrived resends nothing more. */
+USNIC_TEST(engine_hole_report_after_timer_resend)
+{
+    world_t *w = world_new(300, 400);
+
+    check(NULL != w);
+    w->paused = true;
+    for (int i = 0; i < 3; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    inject_flagged_ack(w, SIDE_A, 299, USNIC_ACK_HOLE);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    w->paused = false;
+    while (fake_wire_count() > 0) {
+        fake_dgram_t d;
+        fake_wire_take(0, &d);
+        fake_dgram_free(&d);
+    }
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A segment sent after another on the other channel may arrive first:
  * the receiver reports no hole for that, however long it waits (the
  * channels are two queue pairs, ordered each but not with each other).
@@ -2817,6 +2848,43 @@ USNIC_TEST(engine_spurious_timeout_undone)
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* The segment is lost, the timer's resend fills the hole and the network
+ * duplicates that resend: the copy proves nothing spurious.  The timeout
+ * stays a timeout (window cut, floor unchanged). */
+USNIC_TEST(engine_duplicated_needed_resend_not_spurious)
+{
+    world_t *w = world_new(900, 901);
+    drop_first_t f = {.from = SIDE_A, .seqs = {900}, .nseqs = 1};
+    opal_btl_usnic_endpoint_t *a;
+    fake_dgram_t d, copy;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.dropped, 1);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_wire_count(), 1);
+    /* the resend, twice on the wire; B reads both in one pass */
+    check(fake_wire_take(0, &d));
+    copy = d;
+    copy.bytes = malloc(d.len);
+    check(NULL != copy.bytes);
+    memcpy(copy.bytes, d.bytes, d.len);
+    fake_wire_push(&d);
+    fake_wire_push(&copy);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 0);
+    check_int_eq(a->rto.min_us, (uint32_t) usnic_component.retrans_timeout);
     check_all_delivered(w);
     world_fini(w);
     return 0;
