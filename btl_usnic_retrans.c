@@ -46,7 +46,11 @@
  *                  USNIC_LATE_FLOOR_MAX (16) times the configured one, and
  *                  halves at an expiry USNIC_LATE_FLOOR_HOLD_US (1 s) after
  *                  (Eifel's response; timer_expired).  A lost ACK, whose
- *                  first replacement is the report, leaves it alone.
+ *                  first replacement is the report, leaves it alone.  An
+ *                  ACK that covers the resend and says the receiver got a
+ *                  resend settles it: a copy of it later proves nothing
+ *                  (nor does the receiver report one of a resend that
+ *                  filled a hole).
  * recovery         after an expiry, until everything sent before it is
  *                  acknowledged, an ACK that stops short of it and says the
  *                  receiver got a resend (USNIC_ACK_RESEND_SEEN; resends
