@@ -6,9 +6,11 @@
 # and rxe's hardware counters (/sys/class/infiniband/rxeX/ports/1/hw_counters):
 #  - usnic carried the traffic: hostB received at least the datagrams the messages mpibench
 #    reports need (num_frag_recvs + num_chunk_recvs);
-#  - no datagram was lost at a receive queue: on each host rxe's rcvd_pkts grew by exactly
-#    usnic's num_total_recvs (before the fixes of issue 11 a bandwidth run lost up to 215 ACKs
-#    at the sender's full priority receive queue);
+#  - no datagram was lost at a receive queue: on each host rxe's rcvd_pkts grew by
+#    usnic's num_total_recvs, or by one more (the peer's last ACK may arrive after this
+#    process printed its final statistics; one CI run saw that, 1 of 2163); before the fixes
+#    of issue 11 a bandwidth run lost up to 215 ACKs at the sender's full priority receive
+#    queue;
 #  - the bandwidth run resends at most 3 per 10^4 data datagrams (issue 11: one run of the
 #    final code 0.55, 2 timer resends, both found spurious; before its loss-detection rules
 #    6.3-14, fast retransmits of segments late through the other channel and resends on
@@ -69,8 +71,12 @@ lossless_run() {
         local got want
         got=${x}_num_total_recvs
         if [ "$x" = A ]; then want=$((a1 - a0)); else want=$((b1 - b0)); fi
+        # (one may come after the final statistics: a peer still in its last progress
+        # passes sends the ACK it owed while this process has already printed them)
         if [ "${!got}" = "$want" ]; then
             pass "$name: host$x: every datagram rxe received ($want) was completed to usnic"
+        elif [ "$((want - ${!got}))" = 1 ]; then
+            pass "$name: host$x: rxe received $want datagrams, usnic $((${!got})) before its final statistics"
         else
             dp_fail "$name: host$x: rxe received $want datagrams, usnic $((${!got})):" \
                 "$((want - ${!got})) lost at a receive queue"
