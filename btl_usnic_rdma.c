@@ -88,9 +88,9 @@ void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
     OBJ_DESTRUCT(&module->rdma_op_fl);
 }
 
-/* A send frag for a message of size bytes with tag USNIC_TAG_RDMA that fits
- * one datagram (requests, atomics' replies, small GET replies: larger ones
- * are reply_frag's); *buf is where the message goes. */
+/* A send frag for a message of size bytes with tag USNIC_TAG_RDMA; *buf is
+ * where the message goes (in the datagram, or the whole message for a
+ * chunked one). */
 static opal_btl_usnic_send_frag_t *msg_frag(opal_btl_usnic_module_t *module,
                                             opal_btl_usnic_endpoint_t *ep, size_t size,
                                             uint8_t **buf)
@@ -100,7 +100,18 @@ static opal_btl_usnic_send_frag_t *msg_frag(opal_btl_usnic_module_t *module,
     if (OPAL_UNLIKELY(NULL == frag)) {
         return NULL;
     }
-    *buf = frag->seg.payload;
+    if (USNIC_FRAG_SMALL == frag->type) {
+        *buf = frag->seg.payload;
+    } else {
+        frag->pack_buf = malloc(size);
+        if (NULL == frag->pack_buf) {
+            opal_free_list_return(&module->large_send_frags, &frag->base.super);
+            return NULL;
+        }
+        frag->segs[0].seg_addr.pval = frag->pack_buf;
+        frag->segs[0].seg_len = size;
+        *buf = frag->pack_buf;
+    }
     frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     frag->tag = USNIC_TAG_RDMA;
     return frag;
