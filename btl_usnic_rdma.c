@@ -117,29 +117,6 @@ static opal_btl_usnic_send_frag_t *msg_frag(opal_btl_usnic_module_t *module,
     return frag;
 }
 
-/* A GET reply too large for one datagram: its header in the frag, its
- * data read from the registered memory as each chunk is made (no copy of
- * the whole reply first).  ob1 keeps that memory until the initiator has
- * the data. */
-static opal_btl_usnic_send_frag_t *reply_frag(opal_btl_usnic_module_t *module,
-                                              opal_btl_usnic_endpoint_t *ep,
-                                              const usnic_rdma_msg_t *r, const void *data)
-{
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, sizeof(*r) + r->len);
-
-    if (OPAL_UNLIKELY(NULL == frag)) {
-        return NULL;
-    }
-    memcpy(frag->hdr_room, r, sizeof(*r));
-    frag->segs[0].seg_len = sizeof(*r);
-    frag->segs[1].seg_addr.pval = (void *) data;
-    frag->segs[1].seg_len = r->len;
-    frag->base.des_segment_count = 2;
-    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    frag->tag = USNIC_TAG_RDMA;
-    return frag;
-}
-
 static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                      opal_btl_usnic_send_frag_t *frag)
 {
@@ -363,32 +340,26 @@ static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep
     size_t n = (ok && get) ? m->len : 0;
     opal_btl_usnic_send_frag_t *frag;
     usnic_rdma_msg_t r;
-    uint8_t *buf = NULL;
+    uint8_t *buf;
 
+    frag = msg_frag(module, ep, sizeof(r) + n, &buf);
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return false;
+    }
     memset(&r, 0, sizeof(r));
     r.kind = USNIC_RDMA_REPLY;
     r.id = m->id;
     r.len = (uint32_t) n;
     r.status = ok ? USNIC_RDMA_OK : USNIC_RDMA_REFUSED;
-    if (sizeof(r) + n > module->max_frag_payload) {
-        frag = reply_frag(module, ep, &r, (const void *) (uintptr_t) m->addr);
-    } else {
-        frag = msg_frag(module, ep, sizeof(r) + n, &buf);
-    }
-    if (OPAL_UNLIKELY(NULL == frag)) {
-        return false;
-    }
     if (!ok) {
         ++module->stats.num_rdma_refused;
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA_TARGET);
-    } else if (!get) {
-        r.operand = usnic_rdma_atomic((void *) (uintptr_t) m->addr, m);
-    } else if (NULL != buf) {
+    } else if (get) {
         memcpy(buf + sizeof(r), (const void *) (uintptr_t) m->addr, n);
+    } else {
+        r.operand = usnic_rdma_atomic((void *) (uintptr_t) m->addr, m);
     }
-    if (NULL != buf) {
-        memcpy(buf, &r, sizeof(r));
-    }
+    memcpy(buf, &r, sizeof(r));
     ++module->stats.num_rdma_served;
     msg_send(module, ep, frag);
     return true;
