@@ -390,6 +390,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
         opal_btl_usnic_module_release_endpoint(
             module, usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li));
     }
+    opal_btl_usnic_module_drain_sends(module);
     /* Queue pairs before the buffers they use, the PD after everything in it. */
     opal_btl_usnic_channel_fini(module, USNIC_DATA_CHANNEL);
     opal_btl_usnic_channel_fini(module, USNIC_PRIORITY_CHANNEL);

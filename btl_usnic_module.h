@@ -258,6 +258,10 @@ void opal_btl_usnic_module_release_endpoint(opal_btl_usnic_module_t *module,
  * (btl_usnic_progress.c). */
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 
+/* At teardown: take the send completions the device still holds, so that
+ * the frags they finish are returned (receives are dropped). */
+void opal_btl_usnic_module_drain_sends(opal_btl_usnic_module_t *module);
+
 /* Rate the module by its NUMA distance from this process (btl_usnic_hwloc.c). */
 void opal_btl_usnic_hwloc_rate_module(opal_btl_usnic_module_t *module);
 /* 0 if the device's NUMA nodes overlap the process's, else their distance

@@ -129,6 +129,27 @@ static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t 
     return n;
 }
 
+void opal_btl_usnic_module_drain_sends(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
+
+    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+        int n;
+
+        if (NULL == module->channels[c].hw) {
+            continue;
+        }
+        while ((n = module->ops->poll(module->channels[c].hw, cqe, USNIC_POLL_BATCH)) > 0) {
+            for (int i = 0; i < n; ++i) {
+                opal_btl_usnic_seg_base_t *base = cqe[i].cookie;
+                if (NULL != base && USNIC_SEG_RECV != base->type) {
+                    send_seg_done(module, c, base);
+                }
+            }
+        }
+    }
+}
+
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
