@@ -211,14 +211,6 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep)
         if (0 == frag->segs_unacked) {
             opal_btl_usnic_frag_return_if_done(module, frag);
         }
-        /* A GET reply still out (the device owns a posted chunk, whose
-         * completion may never come once the queue pairs are gone): its
-         * copy of the data is never chunked again. */
-        if (USNIC_TAG_RDMA == frag->tag && USNIC_FRAG_LARGE == frag->type &&
-            0 != frag->segs_posted) {
-            free(frag->pack_buf);
-            frag->pack_buf = NULL;
-        }
     }
     /* Everything in flight is released as if the peer had ACKed it. */
     if (0 != usnic_tx_window_inflight(&ep->tx)) {
