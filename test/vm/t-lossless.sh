@@ -7,8 +7,8 @@
 #  - usnic carried the traffic: hostB received at least the datagrams the messages mpibench
 #    reports need (num_frag_recvs + num_chunk_recvs);
 #  - no datagram was lost at a receive queue: on each host rxe's rcvd_pkts grew by
-#    usnic's num_total_recvs, or by one more (the peer's last ACK may arrive after this
-#    process printed its final statistics; one CI run saw that, 1 of 2163); before the fixes
+#    usnic's num_total_recvs, or by at most 4 more (the peer's last ACKs may arrive after
+#    this process printed its final statistics; runs saw 1 and 2); before the fixes
 #    of issue 11 a bandwidth run lost up to 215 ACKs at the sender's full priority receive
 #    queue;
 #  - the bandwidth run resends at most 3 per 10^4 data datagrams (issue 11: one run of the
@@ -71,11 +71,12 @@ lossless_run() {
         local got want
         got=${x}_num_total_recvs
         if [ "$x" = A ]; then want=$((a1 - a0)); else want=$((b1 - b0)); fi
-        # (one may come after the final statistics: a peer still in its last progress
-        # passes sends the ACK it owed while this process has already printed them)
+        # (a few may come after the final statistics: a peer still in its last progress
+        # passes sends the ACKs it owed while this process has already printed them; runs
+        # saw 1 and 2; an overflowing receive queue lost tens to hundreds)
         if [ "${!got}" = "$want" ]; then
             pass "$name: host$x: every datagram rxe received ($want) was completed to usnic"
-        elif [ "$((want - ${!got}))" = 1 ]; then
+        elif [ "$((want - ${!got}))" -ge 0 ] && [ "$((want - ${!got}))" -le 4 ]; then
             pass "$name: host$x: rxe received $want datagrams, usnic $((${!got})) before its final statistics"
         else
             dp_fail "$name: host$x: rxe received $want datagrams, usnic $((${!got})):" \
