@@ -490,7 +490,7 @@ void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal
         USNIC_UNLOCK();
         return;
     }
-    opal_show_help("help-mpi-btl-usnic.txt", "async event", true, opal_process_info.nodename,
+    opal_btl_usnic_show_fatal("async event", opal_process_info.nodename,
                    m->dev_name, m->if_name, what, code, port);
     opal_btl_usnic_module_fatal(m, NULL);
     USNIC_UNLOCK();

@@ -486,7 +486,7 @@ void opal_btl_usnic_connectivity_report(void)
     topic = c->acked[0] ? "connectivity error: small ok, large bad"
             : c->acked[1] ? "connectivity error: small bad, large ok"
                           : "connectivity error: small bad, large bad";
-    opal_show_help("help-mpi-btl-usnic.txt", topic, true, opal_process_info.nodename,
+    opal_btl_usnic_show_fatal(topic, opal_process_info.nodename,
                    m->dev_name, m->if_name, ip, mac, peer_host,
                    c->peer_ip, c->peer_mac, (int) c->sizes[0], (int) c->sizes[1],
                    usnic_component.connectivity_num_retries + 1,

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "opal/util/proc.h"
-#include "opal/util/show_help.h"
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
@@ -123,7 +122,7 @@ int opal_btl_usnic_frag_tx_setup(opal_btl_usnic_module_t *module,
 {
     /* Fail the job, do not stall. */
     if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_endpoint_tx_ready(endpoint))) {
-        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
+        opal_btl_usnic_show_fatal("out of memory",
                        opal_process_info.nodename, module->dev_name,
                        endpoint->proc->hostname,
                        "send window and retransmit tables");

@@ -272,5 +272,8 @@ int opal_btl_usnic_numa_distance(hwloc_topology_t topo, hwloc_const_cpuset_t my_
 /* Fatal error: tell the PML, which aborts the job. */
 void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, struct opal_proc_t *peer);
 
+/* The help message of an error that aborts the job (opal_btl_usnic_module_fatal follows). */
+void opal_btl_usnic_show_fatal(const char *topic, ...);
+
 END_C_DECLS
 #endif /* BTL_USNIC_MODULE_H */

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "opal/util/proc.h"
-#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_ack.h"
@@ -54,7 +53,7 @@ handle_error(opal_btl_usnic_module_t *module, int channel, const opal_btl_usnic_
 
     if (USNIC_CQE_FLUSHED == cqe->status) {
         module->ops->async_drain(module->dev);
-        opal_show_help("help-mpi-btl-usnic.txt", "non-receive completion error", true,
+        opal_btl_usnic_show_fatal("non-receive completion error",
                        opal_process_info.nodename, module->dev_name,
                        0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
                        cqe->code);

@@ -388,7 +388,7 @@ void opal_btl_usnic_rdma_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     }
     d = OBJ_NEW(opal_btl_usnic_rdma_deferred_t);
     if (NULL == d) {
-        opal_show_help("help-mpi-btl-usnic.txt", "out of memory", true,
+        opal_btl_usnic_show_fatal("out of memory",
                        opal_process_info.nodename, module->dev_name, ep->proc->hostname,
                        "a GET/atomic request waiting for its reply");
         opal_btl_usnic_module_fatal(module, ep->proc->proc_opal);

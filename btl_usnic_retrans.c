@@ -120,7 +120,6 @@
 #include "opal_config.h"
 
 #include "opal/util/proc.h"
-#include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_connectivity.h"
@@ -402,7 +401,7 @@ void opal_btl_usnic_check_dead_peers(opal_btl_usnic_module_t *module)
         }
         ep->failed = true;
         opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), ep->remote.ipv4_addr, ep->remote.prefix);
-        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true,
+        opal_btl_usnic_show_fatal("peer unreachable",
                        opal_process_info.nodename, module->dev_name, module->if_name,
                        ep->proc->hostname, ip,
                        usnic_component.peer_timeout,
