@@ -689,6 +689,7 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
                                                         handle);
     (void) btl;
 
+    opal_btl_usnic_rdma_memory_gone(t->handle.base, t->handle.len);
     opal_list_remove_item(&usnic_component.put_targets, &t->super);
     OBJ_RELEASE(t);
     return OPAL_SUCCESS;

@@ -70,7 +70,9 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
     frag->segs_unacked = 0;
     frag->segs_posted = 0;
     frag->cb_deferred = false;
+    frag->src_listed = false;
     OBJ_CONSTRUCT(&frag->queue_li, opal_list_item_t);
+    OBJ_CONSTRUCT(&frag->src_li, opal_list_item_t);
     OBJ_CONSTRUCT(&frag->conv, opal_convertor_t);
     frag->seg.hdr = NULL;
 }
@@ -82,6 +84,7 @@ static void send_frag_destruct(opal_btl_usnic_send_frag_t *frag)
     }
     OBJ_DESTRUCT(&frag->conv);
     OBJ_DESTRUCT(&frag->queue_li);
+    OBJ_DESTRUCT(&frag->src_li);
 }
 OBJ_CLASS_INSTANCE(opal_btl_usnic_send_frag_t, mca_btl_base_descriptor_t, send_frag_construct,
                    send_frag_destruct);
@@ -162,6 +165,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
         frag->frag_id = 0;
         frag->sent_offset = 0;
         frag->pack_buf = NULL;
+        frag->src_listed = false;
         frag->lazy = false;
         frag->carry_len = 0;
     }
@@ -186,6 +190,10 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
         return;
     }
     if (USNIC_FRAG_LARGE == frag->type) {
+        if (frag->src_listed) {
+            opal_list_remove_item(&module->get_sources, &frag->src_li);
+            frag->src_listed = false;
+        }
         free(frag->pack_buf);
         frag->pack_buf = NULL;
         if (frag->lazy) {

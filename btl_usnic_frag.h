@@ -112,6 +112,10 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint32_t frag_id;
     size_t sent_offset;                 /* bytes already chunked */
     uint8_t *pack_buf;                  /* malloc'ed: packed data, or all of an alloc'ed frag */
+    /* GET data read from registered memory as it is chunked: on the
+     * module's get_sources list until returned (see btl_usnic_rdma.c) */
+    opal_list_item_t src_li;
+    bool src_listed;
     bool lazy;                          /* pack from conv while chunking */
     opal_convertor_t conv;
     /* The convertor packs whole basic elements only; the tail of one that

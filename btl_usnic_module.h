@@ -130,6 +130,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t rdma_serial;
     opal_list_t rdma_deferred;      /* peers' requests waiting for a send buffer */
     opal_list_t rdma_local_done;    /* operations on our own memory, to complete */
+    opal_list_t get_sources;        /* GET data frags reading registered memory */
     bool rdma_work;                 /* one of the two lists is not empty */
     bool rdma_refused_shown;
 

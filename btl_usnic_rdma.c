@@ -13,6 +13,13 @@
  * with the data or the old value, or with "refused".  Requests and replies
  * are fragments of the reliable channel, so retransmits and duplicates
  * never run a request twice nor complete one twice.
+ *
+ * A GET larger than a datagram is answered with its data alone, chunked
+ * straight from the target's memory and reassembled straight into the
+ * initiator's buffer (usnic_is_get_data): one copy of each byte on either
+ * side.  ob1 and osc keep the target memory registered until the GET is
+ * complete; if it is deregistered earlier all the same, the part not yet
+ * chunked is copied aside first (opal_btl_usnic_rdma_memory_gone).
  */
 
 #include "opal_config.h"
@@ -48,6 +55,7 @@ typedef struct {
     void *cbcontext;
     void *cbdata;
     int status;                 /* of an operation on this process's own memory */
+    bool receiving;             /* a GET whose data fragment is being reassembled */
 } opal_btl_usnic_rdma_op_t;
 
 /* The id of operations that never enter the table (NULL endpoint). */
@@ -72,6 +80,7 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     opal_pointer_array_init(&module->rdma_ops, 64, INT32_MAX, 64);
     OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
     OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
+    OBJ_CONSTRUCT(&module->get_sources, opal_list_t);
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
     module->rdma_work = false;
@@ -84,6 +93,10 @@ void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
     while (NULL != opal_list_remove_first(&module->rdma_local_done)) {
     }
     OBJ_DESTRUCT(&module->rdma_local_done);
+    /* (links of frags: they go with the frag lists) */
+    while (NULL != opal_list_remove_first(&module->get_sources)) {
+    }
+    OBJ_DESTRUCT(&module->get_sources);
     OBJ_DESTRUCT(&module->rdma_ops);
     OBJ_DESTRUCT(&module->rdma_op_fl);
 }
@@ -247,6 +260,7 @@ static int start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
     op->cbfunc = cbfunc;
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
+    op->receiving = false;
     m->id = op->id;
     memcpy(buf, m, sizeof(*m));
     msg_send(module, ep, frag);
@@ -277,7 +291,7 @@ static void complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
     /* Exactly one reply per request: anything else (an id not outstanding,
      * from another peer, of the wrong size) is dropped and counted. */
     want = (NULL != op && USNIC_RDMA_GET == op->kind && USNIC_RDMA_OK == m->status) ? op->len : 0;
-    if (NULL == op || op->id != m->id || op->ep != ep || m->len != want) {
+    if (NULL == op || op->id != m->id || op->ep != ep || m->len != want || op->receiving) {
         ++module->stats.num_rdma_stray;
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
         return;
@@ -305,6 +319,52 @@ static void complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
     finish(module, op, OPAL_SUCCESS);
 }
 
+/* The outstanding GET of ep with this id, if it is one of size bytes. */
+static opal_btl_usnic_rdma_op_t *get_op(opal_btl_usnic_module_t *module,
+                                        opal_btl_usnic_endpoint_t *ep, uint64_t id, size_t size)
+{
+    opal_btl_usnic_rdma_op_t *op = opal_pointer_array_get_item(&module->rdma_ops,
+                                                               (int) (uint32_t) id);
+
+    if (NULL == op || op->id != id || op->ep != ep || USNIC_RDMA_GET != op->kind ||
+        op->len != size) {
+        return NULL;
+    }
+    return op;
+}
+
+void *opal_btl_usnic_rdma_get_dest(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                                   uint64_t id, size_t size)
+{
+    opal_btl_usnic_rdma_op_t *op = get_op(module, ep, id, size);
+
+    /* one data fragment per GET: a second one is stray */
+    if (NULL == op || op->receiving) {
+        ++module->stats.num_rdma_stray;
+        return NULL;
+    }
+    op->receiving = true;
+    return op->local;
+}
+
+bool opal_btl_usnic_rdma_get_live(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                                  uint64_t id, size_t size)
+{
+    opal_btl_usnic_rdma_op_t *op = get_op(module, ep, id, size);
+
+    return NULL != op && op->receiving;
+}
+
+void opal_btl_usnic_rdma_get_done(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                                  uint64_t id, size_t size)
+{
+    opal_btl_usnic_rdma_op_t *op = get_op(module, ep, id, size);
+
+    if (NULL != op && op->receiving) {
+        finish(module, op, OPAL_SUCCESS);
+    }
+}
+
 void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
@@ -328,6 +388,67 @@ void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
 /* ------------------------------------------------------------------ */
 /* target                                                              */
 
+/* The answer to a GET of more than a datagram: its data, read from the
+ * target memory as it is chunked; false if no frag is free now. */
+static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                           const usnic_rdma_msg_t *m)
+{
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, m->len);
+
+    if (OPAL_UNLIKELY(NULL == frag)) {
+        return false;
+    }
+    frag->segs[1].seg_addr.pval = (void *) (uintptr_t) m->addr;
+    frag->segs[1].seg_len = m->len;
+    frag->base.des_segment_count = 2;
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->tag = USNIC_TAG_RDMA;
+    frag->put_addr = m->id;
+    opal_list_append(&module->get_sources, &frag->src_li);
+    frag->src_listed = true;
+    ++module->stats.num_rdma_served;
+    msg_send(module, ep, frag);
+    return true;
+}
+
+void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len)
+{
+    for (int i = 0; i < usnic_component.num_modules; ++i) {
+        opal_btl_usnic_module_t *module = &usnic_component.modules[i];
+        opal_list_item_t *li, *next;
+
+        for (li = opal_list_get_first(&module->get_sources);
+             li != opal_list_get_end(&module->get_sources); li = next) {
+            opal_btl_usnic_send_frag_t *frag = usnic_container_of(li, opal_btl_usnic_send_frag_t,
+                                                                  src_li);
+            uint64_t src = (uint64_t) (uintptr_t) frag->segs[1].seg_addr.pval;
+            uint8_t *copy;
+
+            next = opal_list_get_next(li);
+            if (src + frag->size <= base || src >= base + len) {
+                continue;
+            }
+            opal_list_remove_item(&module->get_sources, &frag->src_li);
+            frag->src_listed = false;
+            if (frag->sent_offset >= frag->size) {
+                continue;   /* all chunked: the chunks hold their copies */
+            }
+            copy = malloc(frag->size);
+            if (NULL == copy) {
+                opal_btl_usnic_show_fatal("out of memory", opal_process_info.nodename,
+                                          module->dev_name, frag->endpoint->proc->hostname,
+                                          "a GET reply whose memory is deregistered");
+                opal_btl_usnic_module_fatal(module, frag->endpoint->proc->proc_opal);
+                return;
+            }
+            memcpy(copy + frag->sent_offset, (const uint8_t *) (uintptr_t) src + frag->sent_offset,
+                   frag->size - frag->sent_offset);
+            frag->pack_buf = copy;
+            frag->segs[1].seg_addr.pval = copy;
+        }
+    }
+}
+
 /* Carry out a peer's request and queue the reply; false (nothing done)
  * if no send buffer is free now. */
 static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -342,6 +463,9 @@ static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep
     usnic_rdma_msg_t r;
     uint8_t *buf;
 
+    if (n > module->max_frag_payload && 0 != m->id) {
+        return serve_get_data(module, ep, m);
+    }
     frag = msg_frag(module, ep, sizeof(r) + n, &buf);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;

@@ -49,6 +49,22 @@ int opal_btl_usnic_rdma_local_put(struct opal_btl_usnic_module_t *module, void *
                                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                   void *cbdata);
 
+/* A GET data fragment of size bytes from ep names GET id (usnic_is_get_data):
+ * where it goes (the GET's local buffer, now taken by this fragment), or
+ * NULL (counted) if id is no outstanding GET of ep of that size, or one
+ * whose data fragment came already; whether the GET still waits for it;
+ * the fragment is whole: the GET completes. */
+void *opal_btl_usnic_rdma_get_dest(struct opal_btl_usnic_module_t *module,
+                                   struct mca_btl_base_endpoint_t *ep, uint64_t id, size_t size);
+bool opal_btl_usnic_rdma_get_live(struct opal_btl_usnic_module_t *module,
+                                  struct mca_btl_base_endpoint_t *ep, uint64_t id, size_t size);
+void opal_btl_usnic_rdma_get_done(struct opal_btl_usnic_module_t *module,
+                                  struct mca_btl_base_endpoint_t *ep, uint64_t id, size_t size);
+
+/* Memory [base, base + len) is deregistered: GET data still to be chunked
+ * from it is copied aside first. */
+void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len);
+
 /* The endpoint goes away: its outstanding requests fail (OPAL_ERR_UNREACH). */
 void opal_btl_usnic_rdma_flush_endpoint(struct mca_btl_base_endpoint_t *ep);
 

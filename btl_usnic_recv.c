@@ -81,6 +81,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     usnic_rx_frag_t *slot;
     uint32_t len = ch->hdr.payload_len;
     uint16_t first_seq;
+    bool get_data = usnic_is_get_data(ch->hdr.tag, ch->hdr.put_addr);
 
     if (!usnic_chunk_tiles(ch, module->max_chunk_payload)) {
         ++module->stats.num_badfrag_recvs;
@@ -101,12 +102,17 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         ++module->stats.num_badfrag_recvs;
         return false;
     case USNIC_CHUNK_NEW:
-        if (0 != ch->hdr.put_addr &&
-            !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
+        if (get_data) {
+            slot->buf = opal_btl_usnic_rdma_get_dest(module, ep, ch->hdr.put_addr, ch->frag_size);
+            if (NULL == slot->buf) {
+                opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+                return false;
+            }
+        } else if (0 != ch->hdr.put_addr &&
+                   !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
             opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
             return false;
-        }
-        if (0 != ch->hdr.put_addr) {
+        } else if (0 != ch->hdr.put_addr) {
             slot->buf = (uint8_t *)(uintptr_t) ch->hdr.put_addr;
         } else if (NULL != module->rx_spare && module->rx_spare_size >= ch->frag_size) {
             slot->buf = module->rx_spare;
@@ -132,11 +138,13 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
             ++module->stats.num_badfrag_recvs;
             return false;
         }
-        /* The target may have been deregistered since the first chunk: the
-         * rest of the PUT is accepted (so that the sender's window moves on)
-         * but not written, and counted. */
+        /* The target may have been deregistered since the first chunk (or
+         * the GET ended with its endpoint): the rest is accepted (so that
+         * the sender's window moves on) but not written, and counted. */
         if (0 != slot->put_addr && !slot->discard &&
-            !opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset, len)) {
+            !(get_data ? opal_btl_usnic_rdma_get_live(module, ep, slot->put_addr,
+                                                      slot->frag_size)
+                       : opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset, len))) {
             slot->discard = true;
         }
         break;
@@ -146,7 +154,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         return false;
     }
     if (OPAL_UNLIKELY(slot->discard)) {
-        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+        opal_btl_usnic_count_bad(module, get_data ? USNIC_PKT_BAD_RDMA : USNIC_PKT_BAD_PUT);
     } else {
         memcpy(slot->buf + ch->frag_offset, payload, len);
     }
@@ -156,6 +164,8 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         if (0 == slot->put_addr) {
             deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
             recv_buf_done(module, slot->buf, slot->buf_size);
+        } else if (get_data && !slot->discard) {
+            opal_btl_usnic_rdma_get_done(module, ep, slot->put_addr, slot->frag_size);
         }
         slot->buf = NULL;
         slot->frag_id = 0;
@@ -298,7 +308,12 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
 
     if (USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type) {
         /* Not recorded as received: a legitimate sender would resend, and
-         * a broken one ends at the peer timeout, never in silent loss. */
+         * a broken one ends at the peer timeout, never in silent loss.  (GET
+         * data is always chunked.) */
+        if (OPAL_UNLIKELY(usnic_is_get_data(hdr->tag, hdr->put_addr))) {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+            goto repost;
+        }
         if (0 != hdr->put_addr &&
             !opal_btl_usnic_put_target_ok(hdr->put_addr, hdr->payload_len)) {
             opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);

@@ -11,6 +11,7 @@
 #ifndef BTL_USNIC_WIRE_H
 #define BTL_USNIC_WIRE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Largest fragment sent as chunks (except emulated PUTs), whatever the
@@ -62,7 +63,8 @@ typedef struct {
     uint16_t ack_seq;       /* cumulative ACK, valid if ack_present */
     uint16_t payload_len;   /* bytes after this (or the chunk) header */
     uint16_t dup_seq;       /* with USNIC_ACK_DUP_SEEN: a sequence number received again */
-    uint64_t put_addr;      /* 0 for a send, else the target address of an emulated PUT */
+    uint64_t put_addr;      /* 0 for a send, else the target address of an emulated PUT
+                             * (of the GET's id: usnic_is_get_data) */
     uint8_t payload_type;   /* USNIC_PAYLOAD_TYPE_* */
     uint8_t ack_present;
     uint8_t tag;            /* active-message tag for the PML */
@@ -87,8 +89,18 @@ typedef struct {
  * (the PML's tags are below 255): the reliability engine then gives each
  * request and each reply exactly once, and the receive path of other
  * messages does not change.  The payload starts with usnic_rdma_msg_t; a
- * GET reply's data follows it. */
+ * GET reply's data follows it.  A GET too large for one datagram is
+ * answered with its data alone instead: a chunked fragment of this tag
+ * whose put_addr is the id of the GET (never 0), which the initiator
+ * reassembles straight into the GET's local buffer and which completes the
+ * GET when whole. */
 #define USNIC_TAG_RDMA 255
+
+/* Whether a fragment of tag and put_addr is the data of a GET. */
+static inline bool usnic_is_get_data(uint8_t tag, uint64_t put_addr)
+{
+    return USNIC_TAG_RDMA == tag && 0 != put_addr;
+}
 
 enum {
     USNIC_RDMA_GET = 1,     /* read len bytes at addr */
@@ -130,7 +142,7 @@ typedef struct {
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 3
+#define USNIC_MODEX_VERSION 4
 typedef struct {
     uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
     uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */

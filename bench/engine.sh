@@ -3,16 +3,17 @@
 # reliability engine, counted by callgrind (no VM, a few seconds). Builds bench/engine/ (the
 # unit tests' fake device and engine world driven by an ob1-like caller) and runs it under
 # valgrind --tool=callgrind. Counted: everything executed inside the BTL entry points
-# (btl_sendi, btl_prepare_src, btl_send) and opal_btl_usnic_module_progress, libc, opal
-# and libevent included, except the fake device (its post, repost and poll functions, the
-# network between the two modules) and the test PML's callbacks (receive, send done).
+# (btl_sendi, btl_prepare_src, btl_send, btl_get) and opal_btl_usnic_module_progress, libc,
+# opal and libevent included, except the fake device (its post, repost and poll functions,
+# the network between the two modules) and the test PML's callbacks (receive, send and GET
+# done).
 # Writes to DIR (default bench/results/engine):
-#   results.md        instructions per 8 B message, per idle progress pass, per 4 KiB chunk,
-#                     the scaling table (1 to 10,000 peers), the most expensive functions
+#   results.md        instructions per 8 B message, per idle progress pass, per 4 KiB chunk
+#                     of a send and of a GET's data, the scaling table (1 to 10,000 peers), the most expensive functions
 #   counts.txt        the program's own counts per phase (messages, passes, chunks, peers)
 #   totals.txt        instructions per phase (callgrind's totals)
 #   PHASE.functions.txt   self instructions per function of each phase
-# --check: compare the three headline figures with bench/engine-baseline.txt and fail if
+# --check: compare the four headline figures with bench/engine-baseline.txt and fail if
 # any grew by more than 5%; prints "engine: N passed, N failed" (one per figure).
 # --update-baseline: write the figures of this run into bench/engine-baseline.txt.
 # --report-only: no run; results.md (and --check) from the counts, totals and function
@@ -38,9 +39,9 @@ done
 # inside the fake device and the PML callbacks they call (collection is off elsewhere).
 # usnic_send* stands for usnic_send and usnic_sendi: callgrind 3.19 ignores
 # --toggle-collect=usnic_sendi when usnic_send and another name come after it.
-counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_module_progress)
-excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done)
-phases=(ping idle chunk)
+counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_get opal_btl_usnic_module_progress)
+excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done pml_get_done)
+phases=(ping idle chunk get)
 for n in 1 100 1000 10000; do phases+=("scale-$n" "scale-$n-idle"); done
 
 # measure: run the benchmark under callgrind; counts.txt, totals.txt and the function
@@ -101,7 +102,7 @@ measure() {
 }
 
 if [ "$report_only" = 0 ] && ! measure; then
-    [ "$check" = 1 ] && echo "engine: 0 passed, 3 failed"
+    [ "$check" = 1 ] && echo "engine: 0 passed, 4 failed"
     exit 1
 fi
 
@@ -116,12 +117,14 @@ per() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n }'; }
 total() { awk -v p="$1" '$1 == p { print $2 }' "$out/totals.txt"; }
 
 msgs=$(count ping messages) passes=$(count idle passes) chunks=$(count chunk chunks)
-for v in "$msgs" "$passes" "$chunks"; do
+gchunks=$(count get chunks)
+for v in "$msgs" "$passes" "$chunks" "$gchunks"; do
     if [ -z "$v" ] || [ "$v" -le 0 ]; then echo "engine.sh: a count is missing" >&2; exit 1; fi
 done
 ping=$(per "$(total ping)" "$msgs")
 idle=$(per "$(total idle)" "$passes")
 chunk=$(per "$(total chunk)" "$chunks")
+get=$(per "$(total get)" "$gchunks")
 
 # top PHASE N UNITS: the N functions with the highest self cost, per unit
 top() {
@@ -149,12 +152,12 @@ byobj() {
     echo "nothing waits for real time; the clock only feeds round-trip samples, which move a"
     echo "phase's total by a few instructions from run to run (0.001% or less)."
     echo
-    echo "Counted: everything executed inside \`btl_sendi\`, \`btl_prepare_src\`, \`btl_send\` and"
-    echo "\`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
+    echo "Counted: everything executed inside \`btl_sendi\`, \`btl_prepare_src\`, \`btl_send\`,"
+    echo "\`btl_get\` and \`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
     echo "fake device's operations (\`fake_post_send\`, \`fake_post_recv\`, \`fake_poll\`) and the"
     echo "network that carries datagrams between the modules, which stand in for the verbs glue"
     echo "and the NIC (the component's books above the device table are counted); the test PML's"
-    echo "callbacks (\`pml_recv\`, \`pml_send_done\`); and the PML's own work around the calls"
+    echo "callbacks (\`pml_recv\`, \`pml_send_done\`, \`pml_get_done\`); and the PML's own work around the calls"
     echo "(convertor set-up, headers), as in ob1."
     echo
     echo "| figure | instructions | measured over |"
@@ -162,6 +165,7 @@ byobj() {
     echo "| per 8 B message (btl_sendi with ob1's 14-byte match header + the progress pass that receives it) | **$ping** | $msgs messages, A and B in turn |"
     echo "| per idle progress pass (one module, nothing to do) | **$idle** | $passes passes |"
     echo "| per 4 KiB chunk (64 KiB messages: prepare_src + send, receive, reassembly, ACKs) | **$chunk** | $chunks chunks of $(count chunk messages) messages |"
+    echo "| per 4 KiB chunk of GET data (256 KiB GETs, $(count get gets) of them 2 at a time: request, chunks read from the target's memory, placed in the initiator's buffer, ACKs) | **$get** | $gchunks chunks |"
     echo
     echo "An 8 B message costs its sender's \`btl_sendi\` and one progress pass of its receiver"
     echo "(ACKs ride on the replies: $(count ping ack_sends) standalone ACKs in the phase)."
@@ -196,11 +200,12 @@ byobj() {
                    win, pw }'
     done
     echo
-    for p in ping idle chunk; do
+    for p in ping idle chunk get; do
         case $p in
             ping) n=$msgs unit="per message" ;;
             idle) n=$passes unit="per pass" ;;
             chunk) n=$chunks unit="per chunk" ;;
+            get) n=$gchunks unit="per chunk" ;;
         esac
         echo "## $p: where the instructions go ($unit)"
         echo
@@ -214,8 +219,8 @@ byobj() {
         echo
     done
 } > "$out/results.md"
-echo "engine.sh: per 8 B message $ping, per idle pass $idle, per 4 KiB chunk $chunk" \
-     "instructions ($out/results.md)"
+echo "engine.sh: per 8 B message $ping, per idle pass $idle, per 4 KiB chunk $chunk," \
+     "per 4 KiB of GET $get instructions ($out/results.md)"
 
 if [ "$update" = 1 ]; then
     {
@@ -224,13 +229,14 @@ if [ "$update" = 1 ]; then
         echo "ping_message $ping"
         echo "idle_pass $idle"
         echo "chunk $chunk"
+        echo "get_chunk $get"
     } > "$baseline"
     echo "engine.sh: wrote $baseline"
 fi
 if [ "$check" = 1 ]; then
-    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 3 failed"; exit 1; }
+    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 4 failed"; exit 1; }
     np=0 nf=0
-    for pair in "ping_message $ping" "idle_pass $idle" "chunk $chunk"; do
+    for pair in "ping_message $ping" "idle_pass $idle" "chunk $chunk" "get_chunk $get"; do
         read -r name now <<< "$pair"
         was=$(awk -v k="$name" '$1 == k { print $2 }' "$baseline")
         if [ -z "$was" ]; then

@@ -13,6 +13,8 @@
  *            progress pass of the other side
  *   idle     progress passes of a module with nothing to do
  *   chunk    a stream of 64 KiB messages, prepare_src + send, 4 KiB chunks
+ *   get      256 KiB GETs from the other side's registered memory, as ob1's
+ *            RGET protocol issues them (btl_get), 4 KiB chunks of data back
  *   scale-N  the ping-pong again, each module with N peers (N - 1 extra
  *            endpoints made as add_procs makes them, a few of them used
  *            once, the rest idle); scale-N-idle: idle passes of that world
@@ -63,6 +65,11 @@
 #define WARM_LARGE 8
 #define LARGE_MSGS 64
 #define SCALE_ROUNDS 1024
+#define GET_LEN (256 * 1024)
+/* GETs in flight at once */
+#define GET_INFLIGHT 2
+#define WARM_GETS 2
+#define GET_OPS 16
 /* extra peers of each module that exchange a message before measuring */
 #define ACTIVE_PEERS 4
 /* btl_usnic_peer_timeout's default (btl_usnic_mca.c); the fake device turns
@@ -80,6 +87,8 @@ static struct {
     opal_convertor_t small_conv;
     opal_convertor_t large_conv[LARGE_INFLIGHT];
     bool large_busy[LARGE_INFLIGHT];
+    uint8_t *get_src, *get_dst;         /* B's registered memory, A's buffer */
+    uint64_t gets_done;
 } pml;
 
 static int failures;
@@ -139,6 +148,23 @@ __attribute__((noinline)) static void pml_send_done(mca_btl_base_module_t *btl,
     }
     pml.large_busy[(uintptr_t) des->des_cbdata] = false;
     ++pml.large_done;
+}
+
+__attribute__((noinline)) static void pml_get_done(mca_btl_base_module_t *btl,
+                                                   mca_btl_base_endpoint_t *ep, void *local,
+                                                   mca_btl_base_registration_handle_t *lh,
+                                                   void *ctx, void *data, int status)
+{
+    (void) btl;
+    (void) ep;
+    (void) local;
+    (void) lh;
+    (void) ctx;
+    (void) data;
+    if (OPAL_SUCCESS != status) {
+        FAIL("a GET completed with status %d", status);
+    }
+    ++pml.gets_done;
 }
 
 /* ------------------------------------------------------------------ */
@@ -247,6 +273,38 @@ static void stream(world_t *w, int n)
         FAIL("large stream: %llu of the messages missing, %llu not completed",
              (unsigned long long) (want - pml.recvs[SIDE_B]),
              (unsigned long long) (done - pml.large_done));
+    }
+}
+
+/* n GETs of GET_LEN bytes by A from B's memory, GET_INFLIGHT at a time
+ * (ob1 issues a large message's GETs together), until all are complete
+ * and acknowledged. */
+static void gets(world_t *w, int n)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    uint64_t issued = pml.gets_done, done = pml.gets_done + (uint64_t) n;
+    unsigned guard = 0;
+
+    while ((pml.gets_done < done || !world_quiescent(w)) && ++guard < 1000000) {
+        while (issued < done && issued - pml.gets_done < GET_INFLIGHT) {
+            int slot = (int) (issued % GET_INFLIGHT);
+            world_run_as(w, SIDE_A);
+            if (OPAL_SUCCESS != btl->btl_get(btl, w->ep[SIDE_A], pml.get_dst + slot * GET_LEN,
+                                             (uint64_t) (uintptr_t) (pml.get_src + slot * GET_LEN),
+                                             NULL, NULL, GET_LEN, 0, MCA_BTL_NO_ORDER,
+                                             pml_get_done, NULL, NULL)) {
+                FAIL("btl_get failed");
+                return;
+            }
+            ++issued;
+        }
+        pass(w, SIDE_A);
+        world_net_step(w);
+        pass(w, SIDE_B);
+        world_net_step(w);
+    }
+    if (pml.gets_done != done || 0 != memcmp(pml.get_dst, pml.get_src, GET_INFLIGHT * GET_LEN)) {
+        FAIL("GETs: %llu not completed, or wrong data", (unsigned long long) (done - pml.gets_done));
     }
 }
 
@@ -580,9 +638,12 @@ int main(int argc, char **argv)
         OBJ_CONSTRUCT(&pml.large_conv[i], opal_convertor_t);
     }
     pml.large = malloc(LARGE_LEN);
-    if (NULL == pml.large) {
+    pml.get_src = malloc(GET_INFLIGHT * GET_LEN);
+    pml.get_dst = malloc(GET_INFLIGHT * GET_LEN);
+    if (NULL == pml.large || NULL == pml.get_src || NULL == pml.get_dst) {
         return 2;
     }
+    memset(pml.get_src, 0x33, GET_INFLIGHT * GET_LEN);
     memset(pml.hdr, 0x5a, sizeof(pml.hdr));
     memset(pml.small, 0x11, sizeof(pml.small));
     memset(pml.large, 0x22, LARGE_LEN);
@@ -616,6 +677,19 @@ int main(int argc, char **argv)
         check_world(w, "chunk");
         phase_line("chunk", "messages=%d chunks=%llu", LARGE_MSGS,
                    (unsigned long long) (w->mods[SIDE_A].stats.num_chunk_sends - chunks0));
+
+        if (NULL == world_register(w, SIDE_B, pml.get_src, GET_INFLIGHT * GET_LEN,
+                                   MCA_BTL_REG_FLAG_REMOTE_READ)) {
+            FAIL("get: registration failed");
+        }
+        gets(w, WARM_GETS);
+        chunks0 = w->mods[SIDE_B].stats.num_chunk_sends;
+        measure_begin(w);
+        gets(w, GET_OPS);
+        measure_end(w, "get");
+        check_world(w, "get");
+        phase_line("get", "gets=%d chunks=%llu", GET_OPS,
+                   (unsigned long long) (w->mods[SIDE_B].stats.num_chunk_sends - chunks0));
         world_fini(w);
     }
 
@@ -629,6 +703,8 @@ int main(int argc, char **argv)
         OBJ_DESTRUCT(&pml.large_conv[i]);
     }
     free(pml.large);
+    free(pml.get_src);
+    free(pml.get_dst);
     opal_finalize_util();
     if (0 != failures) {
         fprintf(stderr, "engine_bench: %d failures\n", failures);

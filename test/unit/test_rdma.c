@@ -206,6 +206,153 @@ USNIC_TEST(rdma_get_lossy)
     return run_gets(true);
 }
 
+/* A GET of more than a datagram is answered with its data alone, chunked
+ * from the target memory as it goes: bytes changed there after the request
+ * was served but before their chunk left arrive changed (nothing was copied
+ * at the target first); and reassembled in the initiator's buffer (the
+ * module's spare reassembly buffer is not taken). */
+USNIC_TEST(rdma_get_data_in_place)
+{
+    enum { LEN = 300000 };
+    world_t *w = world_new(61, 62);
+    uint8_t *region = malloc(LEN), *dst = malloc(LEN);
+    uint8_t *spare;
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != region && NULL != dst);
+    world_fill(region, 17, LEN);
+    memset(dst, 0, LEN);
+    check(NULL != world_register(w, SIDE_B, region, LEN, MCA_BTL_REG_FLAG_REMOTE_READ));
+    spare = w->mods[SIDE_A].rx_spare;
+    w->per_step = 1;
+    check_int_eq(do_get(w, &r, dst, region, LEN), OPAL_SUCCESS);
+    for (int i = 0; i < 400 && 0 == STATS(w, SIDE_B)->num_rdma_served; ++i) {
+        world_step(w);
+    }
+    check_int_eq(STATS(w, SIDE_B)->num_rdma_served, 1);
+    check(STATS(w, SIDE_B)->num_chunk_sends < LEN / 4096);
+    memset(region + LEN - 100, 0xab, 100);
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, region, LEN));
+    check(w->mods[SIDE_A].rx_spare == spare);
+    check_int_eq(STATS(w, SIDE_A)->num_rdma_stray, 0);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    free(region);
+    free(dst);
+    return 0;
+}
+
+/* The target memory of a GET being answered is deregistered (and then
+ * reused): the data not yet chunked was copied aside at the deregistration,
+ * so the initiator gets what the memory held while the GET was allowed to
+ * read it. */
+USNIC_TEST(rdma_get_target_deregistered_midway)
+{
+    enum { LEN = 300000 };
+    world_t *w = world_new(63, 64);
+    uint8_t *region = malloc(LEN), *orig = malloc(LEN), *dst = malloc(LEN);
+    mca_btl_base_registration_handle_t *h;
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != region && NULL != orig && NULL != dst);
+    world_fill(region, 23, LEN);
+    memcpy(orig, region, LEN);
+    h = world_register(w, SIDE_B, region, LEN, MCA_BTL_REG_FLAG_REMOTE_READ);
+    check(NULL != h);
+    w->per_step = 1;
+    check_int_eq(do_get(w, &r, dst, region, LEN), OPAL_SUCCESS);
+    for (int i = 0; i < 400 && STATS(w, SIDE_B)->num_chunk_sends < 3; ++i) {
+        world_step(w);
+    }
+    check(STATS(w, SIDE_B)->num_chunk_sends >= 3);
+    check(STATS(w, SIDE_B)->num_chunk_sends < LEN / 4096);
+    check(!opal_list_is_empty(&w->mods[SIDE_B].get_sources));
+    world_deregister(w, SIDE_B, h);
+    check(opal_list_is_empty(&w->mods[SIDE_B].get_sources));
+    memset(region, 0xee, LEN);
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, orig, LEN));
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(orig);
+    free(dst);
+    return 0;
+}
+
+/* GET data that names no outstanding GET of its size, or a GET whose data
+ * is already coming, is dropped and counted, never written: of two GETs
+ * answered one after the other, the first data chunk arrives with a stale
+ * id, the second GET's first chunk claims the first GET; both GETs still
+ * complete right (the target resends the dropped chunks). */
+static int rewrites;
+static uint64_t first_id;
+static net_action_t forge_get_ids(world_t *w, fake_dgram_t *d, void *arg)
+{
+    usnic_btl_chunk_header_t *ch = (usnic_btl_chunk_header_t *) d->bytes;
+    (void) w;
+    (void) arg;
+
+    if (USNIC_PAYLOAD_TYPE_CHUNK != ch->hdr.payload_type ||
+        !usnic_is_get_data(ch->hdr.tag, ch->hdr.put_addr) || 0 != ch->frag_offset) {
+        return NET_DELIVER;
+    }
+    if (0 == rewrites) {
+        first_id = ch->hdr.put_addr;
+        ch->hdr.put_addr ^= 1ULL << 40;     /* the serial part: a stale id */
+        ++rewrites;
+    } else if (1 == rewrites && ch->hdr.put_addr != first_id) {
+        ch->hdr.put_addr = first_id;        /* the first GET, already receiving */
+        ++rewrites;
+    }
+    return NET_DELIVER;
+}
+
+USNIC_TEST(rdma_get_data_forged_id)
+{
+    enum { LEN = 50000 };
+    world_t *w = world_new(65, 66);
+    uint8_t *region = malloc(2 * LEN), *dst = malloc(2 * LEN + 64);
+    op_rec_t r[2];
+
+    check(NULL != w && NULL != region && NULL != dst);
+    memset(r, 0, sizeof(r));
+    usnic_component.max_short_packets = 0;
+    world_fill(region, 29, 2 * LEN);
+    memset(dst, 0x5a, 2 * LEN + 64);
+    check(NULL != world_register(w, SIDE_B, region, 2 * LEN, MCA_BTL_REG_FLAG_REMOTE_READ));
+    rewrites = 0;
+    w->filter = forge_get_ids;
+    check_int_eq(do_get(w, &r[0], dst, region, LEN), OPAL_SUCCESS);
+    check_int_eq(do_get(w, &r[1], dst + LEN + 64, region + LEN, LEN), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 200000, true), WORLD_QUIET);
+    check_int_eq(rewrites, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_rdma_stray, 2);
+    for (int i = 0; i < 2; ++i) {
+        check_int_eq(r[i].callbacks, 1);
+        check_int_eq(r[i].status, OPAL_SUCCESS);
+    }
+    check(0 == memcmp(dst, region, LEN));
+    check(0 == memcmp(dst + LEN + 64, region + LEN, LEN));
+    for (int k = 0; k < 64; ++k) {
+        check_int_eq(dst[LEN + k], 0x5a);
+    }
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(dst);
+    return 0;
+}
+
 /* Many GETs in flight at once, completed in any order. */
 USNIC_TEST(rdma_get_many_in_flight)
 {
