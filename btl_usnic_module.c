@@ -320,6 +320,8 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->endpoints_with_timers, opal_list_t);
     module->last_timer_check_us = 0;
     module->timers_running = 0;
+    module->timer_due_us = 0;
+    module->timer_restarted = false;
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);

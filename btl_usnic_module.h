@@ -116,6 +116,10 @@ typedef struct opal_btl_usnic_module_t {
      * since the last walk (unlisted then) */
     opal_list_t endpoints_with_timers;
     int timers_running;
+    /* Until timer_due_us, with no timer restarted, a check finds nothing
+     * to do: an idle pass while a peer's answer is awaited skips the walk. */
+    double timer_due_us;
+    bool timer_restarted;
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */

@@ -207,7 +207,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     }
 
     if (0 != module->timers_running) {
-        opal_btl_usnic_check_timers(module, opal_btl_usnic_now_us(), backlog);
+        opal_btl_usnic_timers_pass(module, opal_btl_usnic_now_us(), backlog);
     }
     if (OPAL_UNLIKELY(module->rdma_work)) {
         opal_btl_usnic_rdma_progress(module);

@@ -22,7 +22,8 @@
  *                  slowly never expires; progress checks it (check_timers),
  *                  and a timer started or pushed back since the last check
  *                  gets its deadline there, from the one clock read of
- *                  that pass.
+ *                  that pass.  Other passes skip the walk until the
+ *                  earliest deadline of the module (timers_pass).
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
@@ -118,6 +119,8 @@
  */
 
 #include "opal_config.h"
+
+#include <math.h>
 
 #include "opal/util/proc.h"
 
@@ -215,9 +218,11 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
      * the peers are late, their answers may be on the way.  What is due
      * gets half a timeout of our attention first. */
     bool away = now - module->last_timer_check_us > usnic_component.retrans_timeout / 2.0;
+    double due = HUGE_VAL;
     int n = 0;
 
     module->last_timer_check_us = now;
+    module->timer_restarted = false;
     for (li = opal_list_get_first(&module->endpoints_with_timers);
          li != opal_list_get_end(&module->endpoints_with_timers); li = next) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
@@ -244,7 +249,11 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
         } else if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
         }
+        if (ep->timer_running && ep->rto_deadline_us < due) {
+            due = ep->rto_deadline_us;
+        }
     }
+    module->timer_due_us = due;
     return n;
 }
 

@@ -25,6 +25,13 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
  * estimate needs no sample per message, and each costs two clock reads. */
 #define USNIC_RTT_SAMPLE_EVERY 8
 
+/* The next check_timers sets ep's deadline (and walks the timers). */
+static inline void opal_btl_usnic_timer_restart(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->rto_restart = true;
+    ep->module->timer_restarted = true;
+}
+
 /* A segment went out for the first time (inline: every first send).  If
  * the round-trip clock is idle, every USNIC_RTT_SAMPLE_EVERY-th time the
  * segment is timed; an idle timer is armed without a clock read: the next
@@ -41,7 +48,7 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
     if (!ep->timer_running) {
         ep->timer_running = true;
         ++ep->module->timers_running;
-        ep->rto_restart = true;
+        opal_btl_usnic_timer_restart(ep);
         if (!ep->on_timer_list) {
             opal_list_append(&ep->module->endpoints_with_timers, &ep->timer_li);
             ep->on_timer_list = true;
@@ -82,6 +89,20 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
  * waiting in a CQ; a timer then waits up to one more timeout for the next
  * passes to read it.  Returns the number of segments queued. */
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog);
+
+/* check_timers for a progress pass: the walk only when a timer was
+ * (re)started, the earliest deadline has come, or the process was away
+ * (check_timers then grants its grace). */
+static inline int opal_btl_usnic_timers_pass(opal_btl_usnic_module_t *module, double now,
+                                             bool backlog)
+{
+    if (OPAL_LIKELY(!module->timer_restarted && now < module->timer_due_us &&
+                    now - module->last_timer_check_us <= usnic_component.retrans_timeout / 2.0)) {
+        module->last_timer_check_us = now;
+        return 0;
+    }
+    return opal_btl_usnic_check_timers(module, now, backlog);
+}
 
 /* Post the queued retransmits, within the per-pass budget. */
 void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module);

@@ -57,7 +57,7 @@ static inline void opal_btl_usnic_new_ack(opal_btl_usnic_endpoint_t *ep, uint16_
     if (0 == usnic_tx_window_inflight(&ep->tx)) {
         opal_btl_usnic_timer_idle(ep);
     } else {
-        ep->rto_restart = true;
+        opal_btl_usnic_timer_restart(ep);
     }
 }
 

@@ -8,12 +8,12 @@
 # the network between the two modules) and the test PML's callbacks (receive, send and GET
 # done).
 # Writes to DIR (default bench/results/engine):
-#   results.md        instructions per 8 B message, per idle progress pass, per 4 KiB chunk
+#   results.md        instructions per 8 B message, per idle and per waiting progress pass, per 4 KiB chunk
 #                     of a send and of a GET's data, the scaling table (1 to 10,000 peers), the most expensive functions
 #   counts.txt        the program's own counts per phase (messages, passes, chunks, peers)
 #   totals.txt        instructions per phase (callgrind's totals)
 #   PHASE.functions.txt   self instructions per function of each phase
-# --check: compare the four headline figures with bench/engine-baseline.txt and fail if
+# --check: compare the five headline figures with bench/engine-baseline.txt and fail if
 # any grew by more than 5%; prints "engine: N passed, N failed" (one per figure).
 # --update-baseline: write the figures of this run into bench/engine-baseline.txt.
 # --report-only: no run; results.md (and --check) from the counts, totals and function
@@ -41,7 +41,7 @@ done
 # --toggle-collect=usnic_sendi when usnic_send and another name come after it.
 counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_get opal_btl_usnic_module_progress)
 excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done pml_get_done)
-phases=(ping idle chunk get)
+phases=(ping idle wait chunk get)
 for n in 1 100 1000 10000; do phases+=("scale-$n" "scale-$n-idle"); done
 
 # measure: run the benchmark under callgrind; counts.txt, totals.txt and the function
@@ -102,7 +102,7 @@ measure() {
 }
 
 if [ "$report_only" = 0 ] && ! measure; then
-    [ "$check" = 1 ] && echo "engine: 0 passed, 4 failed"
+    [ "$check" = 1 ] && echo "engine: 0 passed, 5 failed"
     exit 1
 fi
 
@@ -117,12 +117,13 @@ per() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n }'; }
 total() { awk -v p="$1" '$1 == p { print $2 }' "$out/totals.txt"; }
 
 msgs=$(count ping messages) passes=$(count idle passes) chunks=$(count chunk chunks)
-gchunks=$(count get chunks)
-for v in "$msgs" "$passes" "$chunks" "$gchunks"; do
+gchunks=$(count get chunks) wpasses=$(count wait passes)
+for v in "$msgs" "$passes" "$wpasses" "$chunks" "$gchunks"; do
     if [ -z "$v" ] || [ "$v" -le 0 ]; then echo "engine.sh: a count is missing" >&2; exit 1; fi
 done
 ping=$(per "$(total ping)" "$msgs")
 idle=$(per "$(total idle)" "$passes")
+wait=$(per "$(total wait)" "$wpasses")
 chunk=$(per "$(total chunk)" "$chunks")
 get=$(per "$(total get)" "$gchunks")
 
@@ -164,12 +165,14 @@ byobj() {
     echo "|---|---:|---|"
     echo "| per 8 B message (btl_sendi with ob1's 14-byte match header + the progress pass that receives it) | **$ping** | $msgs messages, A and B in turn |"
     echo "| per idle progress pass (one module, nothing to do) | **$idle** | $passes passes |"
+    echo "| per waiting progress pass (an 8 B message out, its answer not in yet: the retransmit timer runs) | **$wait** | $wpasses passes |"
     echo "| per 4 KiB chunk (64 KiB messages: prepare_src + send, receive, reassembly, ACKs) | **$chunk** | $chunks chunks of $(count chunk messages) messages |"
     echo "| per 4 KiB chunk of GET data (256 KiB GETs, $(count get gets) of them 2 at a time: request, chunks read from the target's memory, placed in the initiator's buffer, ACKs) | **$get** | $gchunks chunks |"
     echo
     echo "An 8 B message costs its sender's \`btl_sendi\` and one progress pass of its receiver"
     echo "(ACKs ride on the replies: $(count ping ack_sends) standalone ACKs in the phase)."
-    echo "A real ob1 polls more often; each extra pass costs the idle figure."
+    echo "A real ob1 polls more often; each extra pass costs the idle figure, or the waiting"
+    echo "figure while its message is unacknowledged (a ping-pong rank waiting for the reply)."
     echo
     echo "## Scaling: instructions per 8 B message with N peers"
     echo
@@ -200,10 +203,11 @@ byobj() {
                    win, pw }'
     done
     echo
-    for p in ping idle chunk get; do
+    for p in ping idle wait chunk get; do
         case $p in
             ping) n=$msgs unit="per message" ;;
             idle) n=$passes unit="per pass" ;;
+            wait) n=$wpasses unit="per pass" ;;
             chunk) n=$chunks unit="per chunk" ;;
             get) n=$gchunks unit="per chunk" ;;
         esac
@@ -219,7 +223,7 @@ byobj() {
         echo
     done
 } > "$out/results.md"
-echo "engine.sh: per 8 B message $ping, per idle pass $idle, per 4 KiB chunk $chunk," \
+echo "engine.sh: per 8 B message $ping, per idle pass $idle, per waiting pass $wait, per 4 KiB chunk $chunk," \
      "per 4 KiB of GET $get instructions ($out/results.md)"
 
 if [ "$update" = 1 ]; then
@@ -228,15 +232,16 @@ if [ "$update" = 1 ]; then
         echo "# bench/engine.sh --check fails if a figure grows by more than 5%."
         echo "ping_message $ping"
         echo "idle_pass $idle"
+        echo "wait_pass $wait"
         echo "chunk $chunk"
         echo "get_chunk $get"
     } > "$baseline"
     echo "engine.sh: wrote $baseline"
 fi
 if [ "$check" = 1 ]; then
-    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 4 failed"; exit 1; }
+    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 5 failed"; exit 1; }
     np=0 nf=0
-    for pair in "ping_message $ping" "idle_pass $idle" "chunk $chunk" "get_chunk $get"; do
+    for pair in "ping_message $ping" "idle_pass $idle" "wait_pass $wait" "chunk $chunk" "get_chunk $get"; do
         read -r name now <<< "$pair"
         was=$(awk -v k="$name" '$1 == k { print $2 }' "$baseline")
         if [ -z "$was" ]; then

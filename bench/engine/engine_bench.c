@@ -12,6 +12,9 @@
  *            14-byte header (ob1's match header), each received by one
  *            progress pass of the other side
  *   idle     progress passes of a module with nothing to do
+ *   wait     progress passes of a module waiting for an answer: an 8-byte
+ *            message out and unacknowledged, its retransmit timer running
+ *            (what a ping-pong rank does between its send and the reply)
  *   chunk    a stream of 64 KiB messages, prepare_src + send, 4 KiB chunks
  *   get      256 KiB GETs from the other side's registered memory, as ob1's
  *            RGET protocol issues them (btl_get), 4 KiB chunks of data back
@@ -668,6 +671,21 @@ int main(int argc, char **argv)
         measure_end(w, "idle");
         check_world(w, "idle");
         phase_line("idle", "passes=%d", IDLE_PASSES);
+
+        /* the message stays on the wire until the phase is over */
+        w->paused = true;
+        if (OPAL_SUCCESS != send_small(w, SIDE_A, w->ep[SIDE_A])) {
+            FAIL("wait: btl_sendi A to B failed");
+        }
+        measure_begin(w);
+        idle(w, IDLE_PASSES);
+        measure_end(w, "wait");
+        if (!w->ep[SIDE_A]->timer_running || 0 != pml.recvs[SIDE_B] - PING_ROUNDS) {
+            FAIL("wait: the message was not waiting for its answer");
+        }
+        w->paused = false;
+        check_world(w, "wait");
+        phase_line("wait", "passes=%d", IDLE_PASSES);
 
         stream(w, WARM_LARGE);
         chunks0 = w->mods[SIDE_A].stats.num_chunk_sends;

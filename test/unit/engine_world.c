@@ -547,6 +547,7 @@ int world_fire_timeouts(world_t *w, int side)
      * along (not back from an absence) */
     ep->rto_restart = false;
     ep->rto_deadline_us = 0;
+    w->mods[side].timer_due_us = 0;
     now = opal_btl_usnic_now_us();
     w->mods[side].last_timer_check_us = now;
     return opal_btl_usnic_check_timers(&w->mods[side], now, false);

@@ -152,6 +152,15 @@ static net_action_t drop_first_filter(world_t *w, fake_dgram_t *d, void *arg)
     return NET_DELIVER;
 }
 
+/* ep's timer deadline passed while its module did not look: a started
+ * deadline in the past, and the module's earliest deadline with it */
+static void deadline_passed(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->rto_restart = false;
+    ep->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    ep->module->timer_due_us = ep->rto_deadline_us;
+}
+
 /* ------------------------------------------------------------------ */
 /* a perfect network                                                   */
 
@@ -1156,6 +1165,9 @@ USNIC_TEST(engine_timer_deadline_at_next_pass)
     check(ep->rto_deadline_us >= before + ep->rto.rto_us);
     check(ep->rto_deadline_us <= after + ep->rto.rto_us);
     check(ep->last_ack_time >= before / 1e6 && ep->last_ack_time <= after / 1e6);
+    /* the passes until then need not walk the timers */
+    check(!w->mods[SIDE_A].timer_restarted);
+    check(w->mods[SIDE_A].timer_due_us == ep->rto_deadline_us);
     /* not expired by the pass that set it, nor by the next one */
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
@@ -2720,8 +2732,7 @@ USNIC_TEST(engine_timer_waits_for_queued_ack)
     }
     check_int_eq(STATS(w, SIDE_A)->num_total_recvs, 0);
     /* the deadline passed while A was away (the timer's start seen) */
-    a->rto_restart = false;
-    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    deadline_passed(a);
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_total_recvs, USNIC_POLL_BATCH);
     world_progress(w, SIDE_A);
@@ -2752,16 +2763,14 @@ USNIC_TEST(engine_timer_after_absence)
     check(a->timer_running);
     now = opal_btl_usnic_now_us();
     w->mods[SIDE_A].last_timer_check_us = now - 100.0 * usnic_component.retrans_timeout;
-    a->rto_restart = false;
-    a->rto_deadline_us = now - 1;
+    deadline_passed(a);
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
     check(a->rto_deadline_us >= now + a->rto.rto_us / 2.0);
     /* A is away again before the pushed-back deadline: that deadline got
      * its grace already, so the timer expires now (a process descheduled
      * more often than every half timeout must still resend) */
-    a->rto_restart = false;
-    a->rto_deadline_us = opal_btl_usnic_now_us() - 1;
+    deadline_passed(a);
     w->mods[SIDE_A].last_timer_check_us = opal_btl_usnic_now_us() - 100.0 * usnic_component.retrans_timeout;
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
