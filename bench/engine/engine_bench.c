@@ -680,7 +680,7 @@ int main(int argc, char **argv)
         measure_begin(w);
         idle(w, IDLE_PASSES);
         measure_end(w, "wait");
-        if (!w->ep[SIDE_A]->timer_running || 0 != pml.recvs[SIDE_B] - PING_ROUNDS) {
+        if (!w->ep[SIDE_A]->timer_running || PING_ROUNDS != pml.recvs[SIDE_B]) {
             FAIL("wait: the message was not waiting for its answer");
         }
         w->paused = false;
