@@ -17,7 +17,8 @@
 # --quick: a smoke run (5 sizes, 1 run, no callgrind) for CI: under a minute of VM time on
 # an idle 2-core host. The full suite (7 runs, callgrind) takes about 20 minutes there, several
 # times that on a busy host. --no-callgrind skips the instruction counts (valgrind).
-# --out DIR: results go to DIR instead (bench/results/latest is left alone); CI's smoke run.
+# --out DIR: results go to DIR, below the checkout, instead (bench/results/latest is left
+# alone); CI's smoke run.
 # Exits non-zero if the VM, any benchmark or the report failed, or if any expected number
 # is missing.
 # Benchmarks the usnic component installed in Open MPI (make -C standalone install).
@@ -56,7 +57,12 @@ component() {
 ts=$(date -u +%Y%m%dT%H%M%SZ)
 out=$PWD/bench/results/latest
 if [ -n "$outdir" ]; then
-    out=$(mkdir -p "$outdir" && cd "$outdir" && pwd)
+    out=$(mkdir -p "$outdir" && cd "$outdir" && pwd) || exit 2
+    case $out/ in    # the guest can write only below the checkout (RXE_VM_RW below)
+        "$PWD"/*) ;;
+        *) echo "bench/run.sh: --out $outdir is outside $PWD; the VM can write only there" >&2
+           exit 2 ;;
+    esac
 else
     rm -rf "$out"
 fi
