@@ -79,7 +79,12 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     ep->chan_last_seq[channel] = seq;
     /* The window is full with this one: without an ACK at once the
      * sender would stall for the receiver's delayed ACK. */
-    hdr->flags = usnic_tx_window_room(&ep->tx, inflight) ? 0 : USNIC_HDR_ACK_REQ;
+    if (OPAL_LIKELY(usnic_tx_window_room(&ep->tx, inflight))) {
+        hdr->flags = 0;
+    } else {
+        hdr->flags = USNIC_HDR_ACK_REQ;
+        ++module->stats.num_window_full;
+    }
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
     seg->ack_pending = true;

@@ -50,7 +50,8 @@
     X(num_rdma_refused, "GET and atomic requests refused: outside memory registered for them") \
     X(num_rdma_stray, "GET/atomic replies matching no outstanding request, dropped") \
     X(num_rdma_local, "PUTs, GETs and atomics on this process's own memory (NULL endpoint)") \
-    X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left")
+    X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \
+    X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)")
 
 typedef struct {
 #define USNIC_STATS_FIELD(name, desc) uint64_t name;

@@ -32,9 +32,10 @@
  *
  * With the usnic BTL loaded, each size is followed by a line of usnic's counters over
  * that size (warm-up included), summed over all ranks:
- *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N
+ *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
- * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious.
+ * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious, segments that filled
+ * their send window.
  *
  * For instruction counts (bench/in-vm-bench.sh): the measured iterations run
  * in measured_iteration() and -P N makes rank 0 finally run N idle progress
@@ -161,13 +162,13 @@ __attribute__((noinline)) void idle_progress(long n)
 
 /* usnic's retransmit counters (MPI_T), read around each size when the usnic BTL is loaded:
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
- * (below the window and inside it), timeouts found spurious.  A name the component lacks
- * reads as 0. */
-#define NCTR 8
+ * (below the window and inside it), timeouts found spurious, send windows filled.  A name
+ * the component lacks reads as 0. */
+#define NCTR 9
 static const char *ctr_names[NCTR] = {
     "btl_usnic_num_frag_sends", "btl_usnic_num_chunk_sends", "btl_usnic_num_timeout_retrans",
     "btl_usnic_num_fast_retrans", "btl_usnic_num_resends", "btl_usnic_num_oow_low_recvs",
-    "btl_usnic_num_dup_recvs", "btl_usnic_num_spurious_timeouts",
+    "btl_usnic_num_dup_recvs", "btl_usnic_num_spurious_timeouts", "btl_usnic_num_window_full",
 };
 static MPI_T_pvar_session ctr_session;
 static MPI_T_pvar_handle ctr_h[NCTR];
@@ -302,8 +303,8 @@ static void run_size(int test, size_t size, double *times)
                elapsed > 0 ? msgs / elapsed : 0.0);
         if (ctr_on) {
             printf("usnic %-5s %8zu data=%llu timer=%llu fast=%llu resends=%llu dups=%llu "
-                   "spurious=%llu\n", test_names[test], size, sum[0] + sum[1], sum[2], sum[3],
-                   sum[4], sum[5] + sum[6], sum[7]);
+                   "spurious=%llu wfull=%llu\n", test_names[test], size, sum[0] + sum[1], sum[2],
+                   sum[3], sum[4], sum[5] + sum[6], sum[7], sum[8]);
         }
         fflush(stdout);
     }

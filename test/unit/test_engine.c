@@ -793,6 +793,8 @@ USNIC_TEST(engine_ack_req_small_cwnd)
     check(opal_list_is_empty(&ep->send_queue));
     check(STATS(w, SIDE_B)->num_ack_sends >= 24 / (USNIC_CWND_MIN + 8));
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    /* every round but the last filled the window (4, 5, 6, 7 of the 24) */
+    check(STATS(w, SIDE_A)->num_window_full >= 3);
     usnic_component.ack_hold_us = 0;
     w->ep[SIDE_B]->ack_hold_until_us = 0;
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
@@ -871,6 +873,7 @@ USNIC_TEST(engine_pingpong_nothing_waits)
         }
         check_int_eq(STATS(w, SIDE_A)->num_ack_sends + STATS(w, SIDE_B)->num_ack_sends, acks);
     }
+    check_int_eq(STATS(w, SIDE_A)->num_window_full + STATS(w, SIDE_B)->num_window_full, 0);
     usnic_component.ack_hold_us = 0;
     w->ep[SIDE_A]->ack_hold_until_us = 0;
     w->ep[SIDE_B]->ack_hold_until_us = 0;
@@ -1245,6 +1248,7 @@ USNIC_TEST(engine_window_full)
     check_int_eq(opal_list_get_size(&ep->send_queue), 5000 - USNIC_TX_WINDOW_MAX);
     check(!ep->on_sends_list);
     check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_TX_WINDOW_MAX);
+    check_int_eq(STATS(w, SIDE_A)->num_window_full, 1);
 
     w->paused = false;
     check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
