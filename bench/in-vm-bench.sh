@@ -37,7 +37,6 @@ MR_PAIRS=2
     echo "scaling_ranks_per_host $SCALE_PER_HOST"
     echo "kernel $(uname -r)"
     echo "cpus $(nproc)"
-    echo "pinning rank i on vCPU i; perftest client on vCPU 0, server on vCPU 1"
 } > "$out/plan.txt"
 
 csv() { echo "$*" | tr -s ' ' ','; }
@@ -67,15 +66,8 @@ record() {
 mpicc -O2 -Wall -o "$W/mpibench" "$BENCH/mpibench.c" || { record build 1 0; exit 1; }
 mpicc -O2 -Wall -o "$W/scaling" "$BENCH/scaling.c" || { record build 1 0; exit 1; }
 
-# Ranks are not bound by mpirun: both namespaces see the same two vCPUs, and binding would
-# put both hosts' first ranks on core 0. The jobs with one rank per host run under $W/pin,
-# which puts rank i on vCPU i, and perftest's client and server get vCPU 0 and 1 the same
-# way, so that the two ends never share a vCPU (left to the scheduler they sometimes do: 8 B
-# median 88 us unpinned, 70 pinned, in one boot). The jobs with more ranks than vCPUs are
-# left to the scheduler.
-# shellcheck disable=SC2016  # expanded by the wrapper, per rank
-printf '#!/bin/sh\nexec taskset -c "$((OMPI_COMM_WORLD_RANK %% %s))" "$@"\n' "$(nproc)" > "$W/pin"
-chmod +x "$W/pin"
+# One rank per host: ranks are not bound, so that the two hosts' ranks do not share one vCPU
+# (both namespaces see the same two vCPUs, and binding would put both ranks on core 0).
 mpirun_ab() {
     local per_host=$1; shift
     onhost A timeout -k 10 900 mpirun --allow-run-as-root --bind-to none \
@@ -97,7 +89,7 @@ run_mpi() {
     f=$out/raw/$tr-r$r.txt
     t0=$SECONDS
     # shellcheck disable=SC2046
-    mpirun_ab 1 $(btl_args "$tr" "") "$W/pin" "$W/mpibench" -t lat,bw,bibw -S "$(csv "$SIZES")" \
+    mpirun_ab 1 $(btl_args "$tr" "") "$W/mpibench" -t lat,bw,bibw -S "$(csv "$SIZES")" \
         "${MB_ARGS[@]}" > "$f" 2>&1
     rc=$?
     record "$tr-r$r" "$rc" $((SECONDS - t0))
@@ -119,14 +111,14 @@ perftest() {
     local args=(-c UD -x "$RXEVM_GID_INDEX" -n "$iters" -F)
     if [ "$sizes" = -a ]; then args+=(-a); else args+=(-s "$sizes"); fi
     port=$((port + 1))
-    onhost B timeout -k 5 300 taskset -c 1 "ib_send_$kind" -d "$RXEVM_DEV_B" -p "$port" "${args[@]}" \
+    onhost B timeout -k 5 300 "ib_send_$kind" -d "$RXEVM_DEV_B" -p "$port" "${args[@]}" \
         > "$pre.server" 2>&1 &
     spid=$!
     for ((i = 0; i < 100; i++)); do
         ip netns exec "$RXEVM_NS_B" ss -ltn "sport = :$port" | grep -q LISTEN && break
         sleep 0.1
     done
-    onhost A timeout -k 5 300 taskset -c 0 "ib_send_$kind" -d "$RXEVM_DEV_A" -p "$port" "${args[@]}" \
+    onhost A timeout -k 5 300 "ib_send_$kind" -d "$RXEVM_DEV_A" -p "$port" "${args[@]}" \
         "$RXEVM_IP_B" > "$pre.client" 2>&1
     wait "$spid"
     { echo "=== ib_send_$kind ${args[*]} ($((SECONDS - t0)) s): client (hostA)"; cat "$pre.client"

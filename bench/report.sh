@@ -205,12 +205,10 @@ fi
         sed 's/^/    /' "$out/component.txt"
     fi
     echo
-    pin=$(planval pinning)
-    echo "- **usnic**: \`mpirun --mca pml ob1 --mca btl usnic,self\`, one rank per host, ${pin:+pinned: }${pin:-not bound}."
+    echo "- **usnic**: \`mpirun --mca pml ob1 --mca btl usnic,self\`, one rank per host, not bound."
     echo "- **tcp**: \`--mca btl tcp,self --mca btl_tcp_if_include 10.88.0.0/24\`, same veth."
     echo "- **raw UD**: perftest \`ib_send_lat\` / \`ib_send_bw -c UD -x 1\` between rxeA and"
     echo "  rxeB (QP numbers exchanged over TCP); UD messages are limited to the MTU (4096 B)."
-    [ -n "$pin" ] && echo "- The message-rate and scaling jobs (more ranks than vCPUs) are not pinned."
     echo "- MPI programs: \`bench/mpibench.c\` ($(planval mpibench_args); per size: warm-up, then"
     echo "  as many iterations as fit the time budget). Latency is half the round trip, the median"
     echo "  over the iterations (perftest: \`t_typical\`, its median). Bandwidth: a window of up"
