@@ -57,7 +57,7 @@ component() {
 ts=$(date -u +%Y%m%dT%H%M%SZ)
 out=$PWD/bench/results/latest
 if [ -n "$outdir" ]; then
-    out=$(mkdir -p "$outdir" && cd "$outdir" && pwd) || exit 2
+    out=$(realpath -m "$outdir") || exit 2
     case $out/ in    # the guest can write only below the checkout (RXE_VM_RW below)
         "$PWD"/*) ;;
         *) echo "bench/run.sh: --out $outdir is outside $PWD; the VM can write only there" >&2
