@@ -14,16 +14,28 @@
 #  - the bandwidth run resends at most 3 per 10^4 data datagrams (issue 11: one run of the
 #    final code 0.55, 2 timer resends, both found spurious; before its loss-detection rules
 #    6.3-14, fast retransmits of segments late through the other channel and resends on
-#    partial ACKs after a spurious timeout). The latency run's resends are printed, not
-#    bounded: they come from the VM's scheduling jitter (a rank descheduled for longer than
-#    the 5 ms timeout; one run 3 in 8665 datagrams).
+#    partial ACKs after a spurious timeout), plus what the vCPUs' stalls explain. A busy
+#    host deschedules the VM's vCPU threads for milliseconds at a time (CI once: 5 timer
+#    resends in 10739 datagrams, 3 of them found spurious, with the 8 B latency median at
+#    4 times its usual); a receiver that stalls past the sender's timeout is resent to,
+#    on a real network as here. test/vm/progs/stallprobe.c, one per vCPU at real-time
+#    priority, counts the wake-ups it got later than twice the minimum timeout, each
+#    weighted by the timeouts a stall that long can cause (1, and 1 more per doubling): the
+#    bound grows by that sum. Twice: a stream's timer runs from the last ACK that moved the
+#    window, and its timeout adapts to the path's jitter; stalls between one and two minimum
+#    timeouts rarely cause one (a quiet run: 151 such stalls, 7 longer, 3 resends). On a
+#    quiet host the sum is a few, and resends the stalls do not explain still fail the test. The latency run's resends are
+#    printed, not bounded (one run 3 in 8665 datagrams).
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"
 
 mpicc -O2 -Wall -o "$WORK/mpibench" "$REPO/bench/mpibench.c" || fail "mpicc mpibench.c"
+gcc -O2 -Wall -o "$WORK/stallprobe" "$REPO/test/vm/progs/stallprobe.c" || fail "gcc stallprobe.c"
 netem_clear
+# twice the minimum retransmit timeout (btl_usnic_retrans_timeout's default, 5000 us)
+STALL_US=10000
 
 # rxe_rcvd HOST: rxe's received-packet counter of HOST's device
 rxe_rcvd() {
@@ -37,11 +49,26 @@ rxe_rcvd() {
 lossless_run() {
     local name=$1 bound=$2 out=$WORK/$1.out a0 b0 a1 b1 data rt need rc
     shift 2
+    local cpu probes=() stalls=0 weighted=0
+    for ((cpu = 0; cpu < $(nproc); cpu++)); do
+        "$WORK/stallprobe" "$cpu" "$STALL_US" > "$WORK/$name.probe$cpu" 2>&1 &
+        probes+=($!)
+    done
     a0=$(rxe_rcvd A) b0=$(rxe_rcvd B)
     MPI_TIMEOUT=240 mpirun_usnic --mca btl_usnic_stats 1000000 "$WORK/mpibench" "$@" \
         > "$out" 2>&1
     rc=$?
     a1=$(rxe_rcvd A) b1=$(rxe_rcvd B)
+    kill -TERM "${probes[@]}"
+    wait "${probes[@]}"
+    for ((cpu = 0; cpu < ${#probes[@]}; cpu++)); do
+        local line
+        line=$(cat "$WORK/$name.probe$cpu")
+        echo "info: $name: $line"
+        [[ $line =~ stalls\ ([0-9]+)\ weighted\ ([0-9]+) ]] ||
+            { dp_fail "$name: stallprobe on cpu $cpu printed no result"; return; }
+        stalls=$((stalls + BASH_REMATCH[1])) weighted=$((weighted + BASH_REMATCH[2]))
+    done
     grep -Ev "^btl:usnic: stats final" "$out"
     [ "$rc" = 0 ] || { dp_fail "$name: mpirun exit code $rc"; return; }
     local A_num_frag_sends=0 A_num_chunk_sends=0 B_num_frag_sends=0 B_num_chunk_sends=0
@@ -93,10 +120,12 @@ lossless_run() {
         dp_fail "$name: no data datagrams counted"
     elif [ "$bound" = - ]; then
         echo "info: $name: $rt retransmits for $data data datagrams (not bounded)"
-    elif [ $((rt * 10000)) -le $((bound * data)) ]; then
-        pass "$name: $rt retransmits for $data data datagrams (at most $bound per 10^4)"
+    elif [ $((rt * 10000)) -le $((bound * data + weighted * 10000)) ]; then
+        pass "$name: $rt retransmits for $data data datagrams (at most $bound per 10^4 plus" \
+            "$weighted for $stalls vCPU stalls over ${STALL_US} us)"
     else
-        dp_fail "$name: $rt retransmits for $data data datagrams, more than $bound per 10^4"
+        dp_fail "$name: $rt retransmits for $data data datagrams, more than $bound per 10^4" \
+            "plus $weighted for $stalls vCPU stalls over ${STALL_US} us"
     fi
 }
 
