@@ -18,17 +18,18 @@
 #    host deschedules the VM's vCPU threads for milliseconds at a time (CI once failed the
 #    plain bound on a host that ran the 8 B ping-pong at 4 times its usual median; here,
 #    with two busy loops on the 2-core host, 3 of 3 runs did: 5, 8 and 22 resends in
-#    9650-16064 datagrams, most of them found spurious); a receiver that stalls past the
-#    sender's timeout is resent to, on a real network as here. test/vm/progs/stallprobe.c, one per vCPU at real-time
-#    priority, counts the wake-ups it got later than twice the minimum timeout, each
-#    weighted by the timeouts a stall that long can cause (1, and 1 more per doubling): the
-#    bound grows by that sum. Twice: a stream's timer runs from the last ACK that moved the
-#    window, and its timeout adapts to the path's jitter; stalls between one and two minimum
-#    timeouts rarely cause one (a quiet run: 151 stalls over 5 ms, at most 4 of them over
-#    10 ms, 3 resends; another: 6 over 10 ms, 5 resends in 19259 datagrams; under load:
-#    288-521 over 10 ms, 9-17 resends). On a quiet host the sum is a few, and resends the
-#    stalls do not explain still fail the test. The latency run's resends are
-#    printed, not bounded (one run 3 in 8665 datagrams).
+#    9650-16064 datagrams, 12 of the 35 proven spurious by the engine); a receiver that
+#    stalls past the sender's timeout is resent to, on a real network as here.
+#    test/vm/progs/stallprobe.c, one per vCPU at real-time priority, counts the wake-ups
+#    it got later than twice the minimum timeout, each weighted by the timeouts a stall
+#    that long can cause (1, and 1 more per doubling): the bound grows by that sum. Twice:
+#    a stream's timer runs from the last ACK that moved the window, and its timeout adapts
+#    to the path's jitter; stalls between one and two minimum timeouts rarely cause one (a
+#    quiet run: 151 stalls over 5 ms, at most 4 of them over 10 ms, 3 resends; another: 6
+#    over 10 ms, 5 resends in 19259 datagrams; under load: 288-521 over 10 ms, 9-17
+#    resends). On a quiet host the sum is a few, and resends the stalls do not explain
+#    still fail the test. The latency run's resends are printed, not bounded (one run 3 in
+#    8665 datagrams).
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
