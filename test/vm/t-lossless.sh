@@ -28,8 +28,8 @@
 #    quiet run: 151 stalls over 5 ms, at most 4 of them over 10 ms, 3 resends; another: 6
 #    over 10 ms, 5 resends in 19259 datagrams; under load: 288-521 over 10 ms, 9-17
 #    resends). On a quiet host the sum is about ten (9 and 15 in two runs), and resends
-#    the stalls do not explain still fail the test. The latency run's resends are printed, not bounded (one run 3 in
-#    8665 datagrams).
+#    the stalls do not explain still fail the test. The latency run's resends are
+#    printed, not bounded (one run 3 in 8665 datagrams).
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
