@@ -6,7 +6,7 @@
 # interleaved round by round (usnic, tcp, raw UD, scaling; then the next round), so that the
 # per-round ratios usnic / raw UD pair measurements taken under the same conditions.
 # Results replace those of the previous run in bench/results/latest/ (older runs are in git
-# history):
+# history; bench/loss.sh's loss/ there is left alone):
 #   results.md      tables: medians over the runs and the usnic/raw-UD and usnic/tcp ratios,
 #                   usnic's retransmit counters, run times, instructions per message
 #   latency.png, bandwidth.png   gnuplot plots
@@ -64,7 +64,8 @@ if [ -n "$outdir" ]; then
            exit 2 ;;
     esac
 else
-    rm -rf "$out"
+    # all but loss/: bench/loss.sh's results are a run of their own
+    find "$out" -mindepth 1 -maxdepth 1 ! -name loss -exec rm -rf {} + 2>/dev/null
 fi
 mkdir -p "$out" || exit 2
 echo "run.sh: $mode suite, $runs run(s), results in $out"
