@@ -114,11 +114,10 @@ struct opal_btl_usnic_ah {
 static struct opal_btl_usnic_mr the_mr;
 static struct opal_btl_usnic_ah the_ah;
 
-/* A completion, and the send-queue slots it frees (of queue q) when polled. */
+/* A completion, and the send-queue slots it frees when polled. */
 typedef struct {
     opal_btl_usnic_cqe_t cqe;
     int slots;
-    struct opal_btl_usnic_hwchan *q;
 } fake_cqe_t;
 
 struct opal_btl_usnic_hwchan {
@@ -131,16 +130,20 @@ struct opal_btl_usnic_hwchan {
     int rq_max;                     /* receive queue depth */
     bool started;
     fifo_t rq;                      /* opal_btl_usnic_recv_seg_t *, posted receive buffers */
-    fifo_t own_cq;                  /* fake_cqe_t; unused when the CQ is another queue's */
-    fifo_t *cq;                     /* where its completions go */
+    fifo_t cq;                      /* fake_cqe_t */
 };
+
+typedef struct {
+    opal_btl_usnic_hwchan_t *chan;
+    fake_cqe_t c;
+} held_cqe_t;
 
 #define FAKE_MAX_QPS 16
 
 static opal_btl_usnic_hwchan_t *qps[FAKE_MAX_QPS];
 static uint32_t next_qpn = 0x100;
 static fifo_t wire = {NULL, sizeof(fake_dgram_t), 0, 0, 0};
-static fifo_t held = {NULL, sizeof(fake_cqe_t), 0, 0, 0};
+static fifo_t held = {NULL, sizeof(held_cqe_t), 0, 0, 0};
 
 static opal_btl_usnic_hwchan_t *qp_by_num(uint32_t qpn)
 {
@@ -162,7 +165,7 @@ void fake_device_reset(void)
     fifo_fini(&wire);
     fifo_init(&wire, sizeof(fake_dgram_t));
     fifo_fini(&held);
-    fifo_init(&held, sizeof(fake_cqe_t));
+    fifo_init(&held, sizeof(held_cqe_t));
     memset(&fake_dev, 0, sizeof(fake_dev));
 }
 
@@ -255,14 +258,13 @@ fake_rx_result_t fake_deliver_raw(uint32_t qpn, const fake_src_t *src, const voi
         memcpy(rseg->buf + USNIC_GRH_LEN, bytes, len < room ? len : room);
     }
     memset(&c, 0, sizeof(c));
-    c.q = q;
     c.cqe.cookie = &rseg->base;
     c.cqe.status = status;
     c.cqe.code = (int) status;
     c.cqe.len = byte_len;
     c.cqe.src_qp = src->qpn;
     c.cqe.grh = true;
-    fifo_push(q->cq, &c);
+    fifo_push(&q->cq, &c);
     ++fake_dev.rx_delivered;
     return FAKE_RX_OK;
 }
@@ -296,7 +298,7 @@ long fake_qp_rx_posted(uint32_t qpn)
 
 size_t fake_cq_depth(opal_btl_usnic_module_t *module, int channel)
 {
-    return fifo_count(module->channels[channel].hw->cq);
+    return fifo_count(&module->channels[channel].hw->cq);
 }
 
 size_t fake_held_count(void)
@@ -306,16 +308,16 @@ size_t fake_held_count(void)
 
 void fake_release_send_completions(opal_btl_usnic_cqe_status_t first_status)
 {
-    fake_cqe_t h;
+    held_cqe_t h;
     bool first = true;
 
     while (fifo_take(&held, 0, &h)) {
         if (first) {
-            h.cqe.status = first_status;
-            h.cqe.code = (int) first_status;
+            h.c.cqe.status = first_status;
+            h.c.cqe.code = (int) first_status;
             first = false;
         }
-        fifo_push(h.q->cq, &h);
+        fifo_push(&h.chan->cq, &h.c);
     }
 }
 
@@ -387,8 +389,7 @@ static void fake_dereg_mem(opal_btl_usnic_mr_t *mr)
 
 static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
                             const opal_btl_usnic_chan_req_t *req,
-                            opal_btl_usnic_hwchan_t *cq_of, opal_btl_usnic_chan_info_t *info,
-                            opal_btl_usnic_hwchan_t **out)
+                            opal_btl_usnic_chan_info_t *info, opal_btl_usnic_hwchan_t **out)
 {
     opal_btl_usnic_hwchan_t *q;
     int slot = -1;
@@ -408,8 +409,7 @@ static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     q->sq_max = req->sd_num;
     q->rq_max = req->rd_num;
     fifo_init(&q->rq, sizeof(opal_btl_usnic_recv_seg_t *));
-    fifo_init(&q->own_cq, sizeof(fake_cqe_t));
-    q->cq = NULL != cq_of ? cq_of->cq : &q->own_cq;
+    fifo_init(&q->cq, sizeof(fake_cqe_t));
     qps[slot] = q;
     info->qp_num = q->qpn;
     info->sd_num = req->sd_num;
@@ -425,35 +425,25 @@ static int fake_chan_start(opal_btl_usnic_hwchan_t *q)
     return OPAL_SUCCESS;
 }
 
-/* Drop the completions of queue q from fifo f. */
-static void drop_completions_of(fifo_t *f, const opal_btl_usnic_hwchan_t *q)
-{
-    fake_cqe_t c;
-
-    for (size_t i = 0; i < fifo_count(f);) {
-        if (((fake_cqe_t *) fifo_at(f, i))->q == q) {
-            fifo_take(f, i, &c);
-        } else {
-            ++i;
-        }
-    }
-}
-
 static void fake_chan_destroy(opal_btl_usnic_hwchan_t *q)
 {
+    held_cqe_t h;
+
     for (int i = 0; i < FAKE_MAX_QPS; ++i) {
         if (qps[i] == q) {
             qps[i] = NULL;
         }
     }
-    /* Its completions go with it, held or on a CQ it shares (as verbs
-     * providers clean a CQ of a destroyed queue pair's entries). */
-    drop_completions_of(&held, q);
-    if (q->cq != &q->own_cq) {
-        drop_completions_of(q->cq, q);
+    /* Completions held for this queue go with it. */
+    for (size_t i = 0; i < fifo_count(&held);) {
+        if (((held_cqe_t *) fifo_at(&held, i))->chan == q) {
+            fifo_take(&held, i, &h);
+        } else {
+            ++i;
+        }
     }
     fifo_fini(&q->rq);
-    fifo_fini(&q->own_cq);
+    fifo_fini(&q->cq);
     free(q);
 }
 
@@ -462,7 +452,7 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
                           void *cookie)
 {
     fake_dgram_t d;
-    fake_cqe_t h;
+    held_cqe_t h;
     (void) lkey;
 
     if (fake_dev.fail_post) {
@@ -496,15 +486,15 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
     }
     ++fake_dev.send_wcs;
     memset(&h, 0, sizeof(h));
-    h.q = q;
-    h.cqe.cookie = cookie;
-    h.cqe.status = USNIC_CQE_OK;
-    h.slots = q->unsignalled + 1;
+    h.chan = q;
+    h.c.cqe.cookie = cookie;
+    h.c.cqe.status = USNIC_CQE_OK;
+    h.c.slots = q->unsignalled + 1;
     q->unsignalled = 0;
     if (fake_dev.hold_send_completions) {
         fifo_push(&held, &h);
     } else {
-        fifo_push(q->cq, &h);
+        fifo_push(&q->cq, &h.c);
     }
     return OPAL_SUCCESS;
 }
@@ -530,9 +520,9 @@ static int fake_poll(opal_btl_usnic_hwchan_t *q, opal_btl_usnic_cqe_t *cqe, int 
     fake_cqe_t c;
     int n = 0;
 
-    while (n < max && fifo_take(q->cq, 0, &c)) {
+    while (n < max && fifo_take(&q->cq, 0, &c)) {
         opal_btl_usnic_seg_base_t *base = c.cqe.cookie;
-        c.q->sq_used -= c.slots;
+        q->sq_used -= c.slots;
         /* The completion of a frag's segment leads the component to its
          * endpoint: that endpoint must still exist. */
         if (c.slots > 0 && NULL != base && USNIC_SEG_ACK != base->type &&
@@ -546,7 +536,6 @@ static int fake_poll(opal_btl_usnic_hwchan_t *q, opal_btl_usnic_cqe_t *cqe, int 
         cqe[n++] = c.cqe;
     }
     fake_dev.polled += n;
-    ++fake_dev.poll_calls;
     return n;
 }
 
