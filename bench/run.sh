@@ -65,7 +65,7 @@ if [ -n "$outdir" ]; then
     esac
 else
     # all but loss/: bench/loss.sh's results are a run of their own
-    find "$out" -mindepth 1 -maxdepth 1 ! -name loss -exec rm -rf {} + 2>/dev/null
+    [ ! -d "$out" ] || find "$out" -mindepth 1 -maxdepth 1 ! -name loss -exec rm -rf {} +
 fi
 mkdir -p "$out" || exit 2
 echo "run.sh: $mode suite, $runs run(s), results in $out"
