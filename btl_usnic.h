@@ -146,6 +146,7 @@ typedef struct opal_btl_usnic_component_t {
     double ack_hold_us;             /* a delayed ACK waits this long at least (retrans_timeout / 8) */
     int max_resends_per_iteration;
     bool congestion_control;
+    bool zero_copy;                 /* GET data sent from registered memory */
     int ack_iteration_delay;        /* progress passes */
     int priority_limit;             /* bytes; 0 = as large as the channel allows */
     int pack_lazy_threshold;

@@ -669,7 +669,6 @@ static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_modul
                                                               uint32_t flags)
 {
     opal_btl_usnic_put_target_t *t = OBJ_NEW(opal_btl_usnic_put_target_t);
-    (void) btl;
     (void) endpoint;
 
     if (NULL == t) {
@@ -678,6 +677,7 @@ static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_modul
     t->flags = flags;
     t->handle.base = (uint64_t)(uintptr_t) base;
     t->handle.len = size;
+    opal_btl_usnic_rdma_zcopy_register((opal_btl_usnic_module_t *) btl, t);
     opal_list_append(&usnic_component.put_targets, &t->super);
     return &t->handle;
 }
@@ -691,6 +691,13 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
 
     opal_btl_usnic_rdma_memory_gone(t->handle.base, t->handle.len);
     opal_list_remove_item(&usnic_component.put_targets, &t->super);
+    if (t->senders > 0) {
+        /* the device may still read it for sends posted before */
+        t->gone = true;
+        opal_list_append(&t->module->zcopy_retired, &t->super);
+        return OPAL_SUCCESS;
+    }
+    opal_btl_usnic_rdma_zcopy_unregister(t);
     OBJ_RELEASE(t);
     return OPAL_SUCCESS;
 }

@@ -44,6 +44,7 @@ int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int 
     chan->sd_num = chan->sd_wqe = info.sd_num;
     chan->rd_num = info.rd_num;
     chan->max_inline = info.max_inline;
+    chan->max_send_sge = info.max_send_sge;
 
     /* Receive buffers: GRH + datagram, one registered slab. */
     rc = opal_free_list_init(&chan->recv_segs, sizeof(opal_btl_usnic_recv_seg_t),

@@ -52,11 +52,20 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
      * compiler) */
     usnic_btl_header_t *hdr = seg->hdr;
     uint32_t len = seg->len, lkey = seg->lkey;
+    /* (data sent from where it lies is longer than max_inline: the send
+     * asks for a completion, the device's reads of it end there) */
     bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
+    const opal_btl_usnic_sge_t *more = NULL;
     int rc;
 
+    /* (only chunks, on the data channel, do: a constant channel, as on the
+     * fast path, leaves out the test) */
+    if (USNIC_DATA_CHANNEL == channel && 0 != seg->zc.len) {
+        more = &seg->zc;
+        len -= seg->zc.len;
+    }
     seg->base.channel = channel;
-    rc = module->ops->post_send(chan->hw, &ep->dest[channel], hdr, len, lkey, signalled,
+    rc = module->ops->post_send(chan->hw, &ep->dest[channel], hdr, len, lkey, more,
                                 signalled ? &seg->base : NULL);
     if (OPAL_UNLIKELY(OPAL_SUCCESS != rc)) {
         return rc;

@@ -68,7 +68,15 @@ typedef struct {
     int sd_num;                     /* may exceed what was asked */
     int rd_num;
     uint32_t max_inline;            /* sends up to this long are copied at post time */
+    int max_send_sge;               /* buffers one send may gather */
 } opal_btl_usnic_chan_info_t;
+
+/* A part of a datagram in registered memory. */
+typedef struct {
+    const void *addr;
+    uint32_t len;
+    uint32_t lkey;
+} opal_btl_usnic_sge_t;
 
 /* Where a datagram goes. */
 typedef struct {
@@ -112,10 +120,11 @@ typedef struct opal_btl_usnic_device_ops_t {
 
     opal_btl_usnic_pd_t *(*pd_alloc)(opal_btl_usnic_dev_t *dev, const char *dev_name);
     void (*pd_free)(opal_btl_usnic_pd_t *pd);
-    /* Register for local access; returns 0 or an errno (no message: the
-     * caller decides how often to say so). */
-    int (*reg_mem)(opal_btl_usnic_pd_t *pd, void *base, size_t len, opal_btl_usnic_mr_t **mr,
-                   uint32_t *lkey);
+    /* Register for local access (reads by the device; writes too if
+     * writable); returns 0 or an errno (no message: the caller decides how
+     * often to say so). */
+    int (*reg_mem)(opal_btl_usnic_pd_t *pd, void *base, size_t len, bool writable,
+                   opal_btl_usnic_mr_t **mr, uint32_t *lkey);
     void (*dereg_mem)(opal_btl_usnic_mr_t *mr);
 
     /* A completion queue and a UD queue pair that takes receive buffers;
@@ -126,11 +135,14 @@ typedef struct opal_btl_usnic_device_ops_t {
     int (*chan_start)(opal_btl_usnic_hwchan_t *chan);
     void (*chan_destroy)(opal_btl_usnic_hwchan_t *chan);
 
-    /* One datagram of len bytes from registered memory; signalled asks for
-     * a completion carrying cookie. */
+    /* One datagram of len bytes from registered memory, followed by the
+     * bytes of more if it is not NULL (at most max_send_sge buffers; the
+     * device reads more until the send completes, so such a send asks for
+     * a completion).  A cookie asks for a completion carrying it; NULL
+     * for none. */
     int (*post_send)(opal_btl_usnic_hwchan_t *chan, const opal_btl_usnic_dest_t *dest,
-                     const void *buf, uint32_t len, uint32_t lkey, bool signalled,
-                     void *cookie);
+                     const void *buf, uint32_t len, uint32_t lkey,
+                     const opal_btl_usnic_sge_t *more, void *cookie);
     /* Receive buffers, linked through their next field, NULL-terminated;
      * each completes with &seg->base as its cookie. */
     int (*post_recv)(opal_btl_usnic_hwchan_t *chan, struct opal_btl_usnic_recv_seg_t *first);

@@ -16,6 +16,7 @@
 #include "btl_usnic_frag.h"
 #include "btl_usnic_module.h"
 #include "btl_usnic_proc.h"
+#include "btl_usnic_rdma.h"
 #include "btl_usnic_send.h"
 
 /* Local key of an item's registered payload (0 for a list without a
@@ -34,6 +35,9 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->hdr = (usnic_btl_header_t *) item->ptr;
     seg->payload = (uint8_t *) item->ptr + hdr_len;
     seg->lkey = usnic_item_lkey(item);
+    seg->zc.addr = NULL;
+    seg->zc.len = 0;
+    seg->zc.lkey = 0;
     seg->posted = 0;
     seg->ack_pending = false;
     seg->prio = false;
@@ -71,6 +75,8 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
     frag->segs_posted = 0;
     frag->cb_deferred = false;
     frag->src_listed = false;
+    frag->zc_target = NULL;
+    frag->zcopy = false;
     OBJ_CONSTRUCT(&frag->queue_li, opal_list_item_t);
     OBJ_CONSTRUCT(&frag->src_li, opal_list_item_t);
     OBJ_CONSTRUCT(&frag->conv, opal_convertor_t);
@@ -166,6 +172,8 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
         frag->sent_offset = 0;
         frag->pack_buf = NULL;
         frag->src_listed = false;
+        frag->zc_target = NULL;
+        frag->zcopy = false;
         frag->lazy = false;
         frag->carry_len = 0;
     }
@@ -193,6 +201,9 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
         if (frag->src_listed) {
             opal_list_remove_item(&module->get_sources, &frag->src_li);
             frag->src_listed = false;
+        }
+        if (NULL != frag->zc_target) {
+            opal_btl_usnic_rdma_zcopy_release(module, frag);
         }
         free(frag->pack_buf);
         frag->pack_buf = NULL;

@@ -19,6 +19,7 @@
 #include "opal/mca/rcache/rcache.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_device.h"
 #include "btl_usnic_wire.h"
 
 BEGIN_C_DECLS
@@ -55,6 +56,9 @@ typedef struct opal_btl_usnic_send_seg_t {
     uint8_t *payload;               /* after the (chunk) header */
     uint32_t lkey;
     uint32_t len;                   /* bytes on the wire, headers included */
+    /* the last zc.len of them, if not 0: sent from where the data lies,
+     * not from this buffer (a GET reply's chunk, see btl_usnic_rdma.c) */
+    opal_btl_usnic_sge_t zc;
     struct opal_btl_usnic_send_frag_t *frag;
     uint16_t seq;
     int posted;                     /* work requests not yet completed */
@@ -116,6 +120,11 @@ typedef struct opal_btl_usnic_send_frag_t {
      * module's get_sources list until returned (see btl_usnic_rdma.c) */
     opal_list_item_t src_li;
     bool src_listed;
+    /* the device registration of the GET's memory: chunks of this frag
+     * send their data from it (zcopy), and it lives until the frag's
+     * chunks are done */
+    struct opal_btl_usnic_put_target_t *zc_target;
+    bool zcopy;
     bool lazy;                          /* pack from conv while chunking */
     opal_convertor_t conv;
     /* The convertor packs whole basic elements only; the tail of one that

@@ -125,6 +125,11 @@ int opal_btl_usnic_component_register(void)
              "are lost (halved at a fast retransmit, to 4 segments at a retransmit timeout) and "
              "grows back as ACKs arrive (AIMD); if false, only the peer's receive buffers "
              "limit it", true, &c->congestion_control, OPAL_INFO_LVL_5);
+    reg_bool("zero_copy", "If true, the data a GET reads (Open MPI's RGET protocol for large "
+             "messages, MPI_Get) is sent from where it lies, in memory registered with the "
+             "device, instead of being copied into send buffers (devices that gather a send "
+             "from two buffers; chunks of at least 1024 bytes)", true, &c->zero_copy,
+             OPAL_INFO_LVL_5);
     reg_int("ack_iteration_delay", "Progress passes to wait before sending a standalone ACK, "
             "giving it a chance to ride on a data packet instead", 4,
             &c->ack_iteration_delay, OPAL_INFO_LVL_5);

@@ -138,7 +138,7 @@ static int reg_mem(void *reg_data, void *base, size_t size, mca_rcache_base_regi
 {
     opal_btl_usnic_module_t *module = reg_data;
     opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
-    int err = module->ops->reg_mem(module->pd, base, size, &ureg->mr, &ureg->lkey);
+    int err = module->ops->reg_mem(module->pd, base, size, true, &ureg->mr, &ureg->lkey);
 
     if (0 != err) {
         ureg->mr = NULL;

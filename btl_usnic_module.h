@@ -47,6 +47,7 @@ typedef struct opal_btl_usnic_channel_t {
     int cq_num;
     int sd_wqe;                     /* free send work requests */
     uint32_t max_inline;
+    int max_send_sge;
     uint32_t mtu;                   /* largest datagram payload (after the GRH) */
     opal_free_list_t recv_segs;
     struct opal_btl_usnic_recv_seg_t *repost_head; /* receive buffers to hand back */
@@ -135,6 +136,12 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t rdma_deferred;      /* peers' requests waiting for a send buffer */
     opal_list_t rdma_local_done;    /* operations on our own memory, to complete */
     opal_list_t get_sources;        /* GET data frags reading registered memory */
+    /* GET data of at least this many bytes per chunk is sent from where
+     * it lies, if the device registered it (UINT32_MAX: never) */
+    uint32_t zcopy_min;
+    /* deregistered regions whose device registration waits for the GET
+     * data frags still sending from it */
+    opal_list_t zcopy_retired;
     bool rdma_work;                 /* one of the two lists is not empty */
     bool rdma_refused_shown;
 
@@ -225,18 +232,26 @@ static inline opal_free_list_item_t *opal_btl_usnic_fl_get(opal_btl_usnic_module
 
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 
-/* What btl_register_mem hands out: the region itself.  No key is needed
- * (no device access happens), but the receiver checks every PUT against
- * the regions registered for remote writes. */
+/* What btl_register_mem hands out: the region itself.  No key travels
+ * (peers never touch it: PUTs and GETs are carried out by this process),
+ * but every PUT and GET is checked against the regions registered for it. */
 struct mca_btl_base_registration_handle_t {
     uint64_t base;
     uint64_t len;
 };
 
-typedef struct {
+typedef struct opal_btl_usnic_put_target_t {
     opal_list_item_t super;
     uint32_t flags;
     mca_btl_base_registration_handle_t handle;
+    /* A region GETs may read is also registered with the device of the
+     * module it was registered for, so that GET data is sent from it
+     * without a copy (mr NULL: not registered, the data is copied). */
+    struct opal_btl_usnic_module_t *module;
+    opal_btl_usnic_mr_t *mr;
+    uint32_t lkey;
+    int senders;                    /* GET data frags sending from it */
+    bool gone;                      /* deregistered; on module->zcopy_retired */
 } opal_btl_usnic_put_target_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
 

@@ -16,10 +16,19 @@
  *
  * A GET larger than a datagram is answered with its data alone, chunked
  * straight from the target's memory and reassembled straight into the
- * initiator's buffer (usnic_is_get_data): one copy of each byte on either
- * side.  ob1 and osc keep the target memory registered until the GET is
- * complete; if it is deregistered earlier all the same, the part not yet
- * chunked is copied aside first (opal_btl_usnic_rdma_memory_gone).
+ * initiator's buffer (usnic_is_get_data).  Where the target memory is
+ * registered with the device too (btl_register_mem does that for memory
+ * GETs may read: ob1's RGET send buffers, osc windows), a chunk is a header
+ * from its own buffer and the data read by the device from where it lies
+ * (zero copy); else the data is copied into the chunk.  ob1 and osc keep
+ * the target memory registered until the GET is complete; if it is
+ * deregistered earlier all the same, the part not yet chunked is copied
+ * aside first, and so is the data of chunks not yet acknowledged (a resend
+ * takes it from there), and the device registration lives on until the
+ * frag's last send has completed (opal_btl_usnic_rdma_memory_gone,
+ * opal_btl_usnic_rdma_zcopy_release).  Sends posted before it keep reading
+ * the pages, which the registration keeps: after ob1's FIN those can only
+ * be resends of data the initiator has.
  */
 
 #include "opal_config.h"
@@ -58,6 +67,10 @@ typedef struct {
     bool receiving;             /* a GET whose data fragment is being reassembled */
 } opal_btl_usnic_rdma_op_t;
 
+/* Shorter GET data chunks are copied: a copy that short costs less than
+ * the device's second buffer. */
+#define USNIC_ZCOPY_MIN 1024
+
 /* The id of operations that never enter the table (NULL endpoint). */
 #define LOCAL_OP_ID UINT64_MAX
 static OBJ_CLASS_INSTANCE(opal_btl_usnic_rdma_op_t, opal_free_list_item_t, NULL, NULL);
@@ -81,6 +94,15 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
     OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
     OBJ_CONSTRUCT(&module->get_sources, opal_list_t);
+    OBJ_CONSTRUCT(&module->zcopy_retired, opal_list_t);
+    /* (a chunk that long is never sent inline: its send asks for a completion,
+     * which tells when the device has read the memory) */
+    module->zcopy_min = UINT32_MAX;
+    if (usnic_component.zero_copy &&
+        module->channels[USNIC_DATA_CHANNEL].max_send_sge >= 2) {
+        uint32_t past_inline = module->channels[USNIC_DATA_CHANNEL].max_inline + 1;
+        module->zcopy_min = past_inline > USNIC_ZCOPY_MIN ? past_inline : USNIC_ZCOPY_MIN;
+    }
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
     module->rdma_work = false;
@@ -88,6 +110,22 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
 
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
 {
+    opal_btl_usnic_put_target_t *t;
+    opal_list_item_t *li;
+
+    /* (the channels are gone: no send reads registered memory any more) */
+    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
+        if (t->module == module) {
+            opal_btl_usnic_rdma_zcopy_unregister(t);
+            t->module = NULL;
+        }
+    }
+    while (NULL != (li = opal_list_remove_first(&module->zcopy_retired))) {
+        t = (opal_btl_usnic_put_target_t *) li;
+        opal_btl_usnic_rdma_zcopy_unregister(t);
+        OBJ_RELEASE(t);
+    }
+    OBJ_DESTRUCT(&module->zcopy_retired);
     OPAL_LIST_DESTRUCT(&module->rdma_deferred);
     /* (items of the op free list: they go with it) */
     while (NULL != opal_list_remove_first(&module->rdma_local_done)) {
@@ -388,15 +426,100 @@ void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
 /* ------------------------------------------------------------------ */
 /* target                                                              */
 
+/* ---- GET data sent from where it lies ---- */
+
+void opal_btl_usnic_rdma_zcopy_register(opal_btl_usnic_module_t *module,
+                                        opal_btl_usnic_put_target_t *t)
+{
+    t->module = module;
+    t->mr = NULL;
+    t->senders = 0;
+    t->gone = false;
+    if (!(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) || UINT32_MAX == module->zcopy_min ||
+        t->handle.len < module->zcopy_min) {
+        return;
+    }
+    /* (read-only: the data may be const) */
+    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->handle.base,
+                                  t->handle.len, false, &t->mr, &t->lkey)) {
+        /* GETs of it copy their data, as without a device registration */
+        t->mr = NULL;
+        ++module->stats.num_zcopy_unregistered;
+    }
+}
+
+void opal_btl_usnic_rdma_zcopy_unregister(opal_btl_usnic_put_target_t *t)
+{
+    if (NULL != t->mr) {
+        t->module->ops->dereg_mem(t->mr);
+        t->mr = NULL;
+    }
+}
+
+/* The device registration of module covering [addr, addr + len) that GETs
+ * may read, or NULL. */
+static opal_btl_usnic_put_target_t *zcopy_target(opal_btl_usnic_module_t *module,
+                                                 uint64_t addr, uint64_t len)
+{
+    opal_btl_usnic_put_target_t *t;
+
+    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
+        if (t->module == module && NULL != t->mr && (t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) &&
+            addr >= t->handle.base && len <= t->handle.len &&
+            addr - t->handle.base <= t->handle.len - len) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+void opal_btl_usnic_rdma_zcopy_release(opal_btl_usnic_module_t *module,
+                                       opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_put_target_t *t = frag->zc_target;
+
+    frag->zc_target = NULL;
+    frag->zcopy = false;
+    if (0 == --t->senders && t->gone) {
+        opal_list_remove_item(&module->zcopy_retired, &t->super);
+        opal_btl_usnic_rdma_zcopy_unregister(t);
+        OBJ_RELEASE(t);
+    }
+}
+
+/* The chunks of frag not yet acknowledged take their data into their own
+ * buffers: a resend must not read memory that may be reused. */
+static void zcopy_take_copies(opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+
+    for (uint16_t s = (uint16_t)(ep->tx.ack_seq_rcvd + 1); s != ep->tx.next_seq_to_send; ++s) {
+        opal_btl_usnic_send_seg_t *seg = ep->sent_segs[s & ep->tx_mask];
+
+        if (NULL != seg && seg->frag == frag && 0 != seg->zc.len) {
+            memcpy(seg->payload, seg->zc.addr, seg->zc.len);
+            seg->zc.len = 0;
+        }
+    }
+    frag->zcopy = false;
+}
+
 /* The answer to a GET of more than a datagram: its data, read from the
  * target memory as it is chunked; false if no frag is free now. */
 static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            const usnic_rdma_msg_t *m)
 {
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, m->len);
+    opal_btl_usnic_put_target_t *t;
 
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;
+    }
+    t = zcopy_target(module, m->addr, m->len);
+    if (NULL != t) {
+        frag->zc_target = t;
+        frag->zcopy = true;
+        ++t->senders;
     }
     frag->segs[1].seg_addr.pval = (void *) (uintptr_t) m->addr;
     frag->segs[1].seg_len = m->len;
@@ -430,6 +553,9 @@ void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len)
             }
             opal_list_remove_item(&module->get_sources, &frag->src_li);
             frag->src_listed = false;
+            if (frag->zcopy) {
+                zcopy_take_copies(frag);
+            }
             if (frag->sent_offset >= frag->size) {
                 continue;   /* all chunked: the chunks hold their copies */
             }

@@ -125,8 +125,9 @@ static void lazy_pack(opal_btl_usnic_send_frag_t *frag, uint8_t *dst, size_t n)
 
 typedef enum { CHUNK_SENT, CHUNK_LAST, CHUNK_NO_BUFFER } chunk_result_t;
 
-/* Copy the next chunk of a large frag into a chunk segment and send it.
- * CHUNK_NO_BUFFER when no chunk buffer can be had (registered memory
+/* Copy the next chunk of a large frag into a chunk segment (or, for a GET
+ * reply from memory the device registered, point the segment at it) and
+ * send it.  CHUNK_NO_BUFFER when no chunk buffer can be had (registered memory
  * exhausted): chunks come back as the peer ACKs the ones in flight. */
 static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
                                       opal_btl_usnic_endpoint_t *ep,
@@ -156,15 +157,22 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
         len = module->max_chunk_payload;
     }
     dst = chunk->seg.payload;
+    chunk->seg.zc.len = 0;
 
-    /* Segment 0 (the PML header, or all of an allocated frag) comes first,
-     * then the data. */
-    if (off < hdr_len) {
+    if (frag->zcopy && off >= hdr_len && len >= module->zcopy_min) {
+        /* GET data, sent from the registered memory itself */
+        chunk->seg.zc.addr = (const uint8_t *) frag->segs[1].seg_addr.pval + (off - hdr_len);
+        chunk->seg.zc.len = (uint32_t) len;
+        chunk->seg.zc.lkey = frag->zc_target->lkey;
+        ++module->stats.num_zcopy_chunks;
+    } else if (off < hdr_len) {
+        /* Segment 0 (the PML header, or all of an allocated frag) comes
+         * first, then the data. */
         size_t n = hdr_len - off < len ? hdr_len - off : len;
         memcpy(dst, (const uint8_t *) frag->segs[0].seg_addr.pval + off, n);
         copied = n;
     }
-    if (copied < len) {
+    if (0 == chunk->seg.zc.len && copied < len) {
         size_t data_off = off + copied - hdr_len;
         size_t n = len - copied;
         if (frag->lazy) {

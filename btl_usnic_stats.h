@@ -51,6 +51,8 @@
     X(num_rdma_stray, "GET/atomic replies matching no outstanding request, dropped") \
     X(num_rdma_local, "PUTs, GETs and atomics on this process's own memory (NULL endpoint)") \
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \
+    X(num_zcopy_chunks, "GET data chunks sent from the registered memory itself, not copied") \
+    X(num_zcopy_unregistered, "regions registered for GETs that the device refused to register (their GET data is copied)") \
     X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)")
 
 typedef struct {

@@ -40,7 +40,7 @@ struct opal_btl_usnic_hwchan {
     const char *dev_name;           /* for messages */
     /* A send work request built once: a post fills in only what changes. */
     struct ibv_send_wr send_wr;
-    struct ibv_sge send_sge;
+    struct ibv_sge send_sge[2];
 };
 
 /* An IPv4-mapped GID: ::ffff:a.b.c.d */
@@ -257,13 +257,13 @@ static void verbs_pd_free(opal_btl_usnic_pd_t *pd)
     ibv_dealloc_pd(PD(pd));
 }
 
-static int verbs_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len,
+static int verbs_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len, bool writable,
                          opal_btl_usnic_mr_t **mr, uint32_t *lkey)
 {
     struct ibv_mr *m;
 
     errno = 0;
-    m = ibv_reg_mr(PD(pd), base, len, IBV_ACCESS_LOCAL_WRITE);
+    m = ibv_reg_mr(PD(pd), base, len, writable ? IBV_ACCESS_LOCAL_WRITE : 0);
     if (NULL == m) {
         return 0 != errno ? errno : ENOMEM;
     }
@@ -305,7 +305,7 @@ static void verbs_chan_destroy(opal_btl_usnic_hwchan_t *ch)
 static struct ibv_qp *create_qp(opal_btl_usnic_pd_t *pd, struct opal_btl_usnic_hwchan *ch,
                                 const opal_btl_usnic_chan_req_t *req, struct ibv_qp_init_attr *qia)
 {
-    struct ibv_qp *qp;
+    struct ibv_qp *qp = NULL;
 
     memset(qia, 0, sizeof(*qia));
     qia->send_cq = ch->cq;
@@ -314,14 +314,16 @@ static struct ibv_qp *create_qp(opal_btl_usnic_pd_t *pd, struct opal_btl_usnic_h
     qia->sq_sig_all = 0;           /* sends ask for completions themselves */
     qia->cap.max_send_wr = req->sd_num;
     qia->cap.max_recv_wr = req->rd_num;
-    qia->cap.max_send_sge = 1;
     qia->cap.max_recv_sge = 1;
-    qia->cap.max_inline_data = 128;
-    qp = ibv_create_qp(PD(pd), qia);
-    if (NULL == qp) {
-        /* Some providers have no inline data; ask again without. */
-        qia->cap.max_inline_data = 0;
+    /* Two send buffers (a header, and data sent from where it lies) and
+     * inline data, or what the provider has of them. */
+    for (int i = 0; i < 4; ++i) {
+        qia->cap.max_send_sge = i < 2 ? 2 : 1;
+        qia->cap.max_inline_data = 0 == i % 2 ? 128 : 0;
         qp = ibv_create_qp(PD(pd), qia);
+        if (NULL != qp) {
+            break;
+        }
     }
     if (NULL == qp) {
         opal_show_help("help-mpi-btl-usnic.txt", "create ibv resource failed", true,
@@ -361,7 +363,8 @@ static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     info->rd_num = qia.cap.max_recv_wr < (uint32_t) req->rd_num ? (int) qia.cap.max_recv_wr
                                                                  : req->rd_num;
     info->max_inline = ch->max_inline = qia.cap.max_inline_data;
-    ch->send_wr.sg_list = &ch->send_sge;
+    info->max_send_sge = (int) qia.cap.max_send_sge;
+    ch->send_wr.sg_list = ch->send_sge;
     ch->send_wr.num_sge = 1;
     ch->send_wr.opcode = IBV_WR_SEND;
 
@@ -391,18 +394,27 @@ static int verbs_chan_start(opal_btl_usnic_hwchan_t *ch)
 }
 
 static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_t *dest,
-                           const void *buf, uint32_t len, uint32_t lkey, bool signalled,
-                           void *cookie)
+                           const void *buf, uint32_t len, uint32_t lkey,
+                           const opal_btl_usnic_sge_t *more, void *cookie)
 {
     struct ibv_send_wr *wr = &ch->send_wr, *bad;
+    uint32_t total = len;
     int rc;
 
-    ch->send_sge.addr = (uintptr_t) buf;
-    ch->send_sge.length = len;
-    ch->send_sge.lkey = lkey;
+    ch->send_sge[0].addr = (uintptr_t) buf;
+    ch->send_sge[0].length = len;
+    ch->send_sge[0].lkey = lkey;
+    wr->num_sge = 1;
+    if (NULL != more) {
+        ch->send_sge[1].addr = (uintptr_t) more->addr;
+        ch->send_sge[1].length = more->len;
+        ch->send_sge[1].lkey = more->lkey;
+        wr->num_sge = 2;
+        total += more->len;
+    }
     wr->wr_id = (uintptr_t) cookie;
-    wr->send_flags = (signalled ? IBV_SEND_SIGNALED : 0) |
-                     (len <= ch->max_inline ? IBV_SEND_INLINE : 0);
+    wr->send_flags = (NULL != cookie ? IBV_SEND_SIGNALED : 0) |
+                     (total <= ch->max_inline ? IBV_SEND_INLINE : 0);
     wr->wr.ud.ah = (struct ibv_ah *) dest->ah;
     wr->wr.ud.remote_qpn = dest->qpn;
     wr->wr.ud.remote_qkey = dest->qkey;

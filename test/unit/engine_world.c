@@ -1118,6 +1118,16 @@ const char *world_check_idle(world_t *w)
         FAIL("%llu posts beyond a send queue, %llu beyond a channel MTU",
              (unsigned long long) fake_dev.overposts, (unsigned long long) fake_dev.oversize_posts);
     }
+    if (0 != fake_dev.bad_key_posts || 0 != fake_dev.unsignalled_gathers) {
+        FAIL("%llu sends from memory outside their key's registration, %llu unsignalled sends "
+             "from two buffers", (unsigned long long) fake_dev.bad_key_posts,
+             (unsigned long long) fake_dev.unsignalled_gathers);
+    }
+    if (0 != fake_dev.busy_deregs || 0 != fake_dev.bad_deregs) {
+        FAIL("%llu registrations released while a send could read them, %llu released twice "
+             "or never made", (unsigned long long) fake_dev.busy_deregs,
+             (unsigned long long) fake_dev.bad_deregs);
+    }
     for (int s = 0; s < 2; ++s) {
         opal_btl_usnic_module_t *m = &w->mods[s];
         opal_btl_usnic_endpoint_t *ep = w->ep[s];

@@ -7,6 +7,7 @@
 
 #include "opal_config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@
 #include "fake_device.h"
 
 fake_device_t fake_dev;
+fake_device_next_t fake_dev_next;
 
 /* ------------------------------------------------------------------ */
 /* a FIFO of fixed-size elements                                       */
@@ -105,14 +107,30 @@ struct opal_btl_usnic_pd {
 };
 
 /* Registrations and address handles carry nothing a fake needs. */
+/* A registration: what a send may read through its key.  reading counts
+ * the sends from it whose completion the device has not produced yet (it
+ * may still read them); a registration released before is kept (dead)
+ * until they are done, as the pages stay pinned. */
 struct opal_btl_usnic_mr {
-    int unused;
+    const uint8_t *base;
+    size_t len;
+    uint32_t lkey;
+    int reading;
+    bool dead;
+    struct opal_btl_usnic_mr *next;     /* live registrations */
 };
 struct opal_btl_usnic_ah {
     int unused;
 };
-static struct opal_btl_usnic_mr the_mr;
 static struct opal_btl_usnic_ah the_ah;
+static struct opal_btl_usnic_mr *live_mrs;
+static uint32_t next_lkey = 0x1000;
+
+/* Sends up to this long are inline: copied at the post. */
+#define FAKE_MAX_INLINE 128
+
+static opal_btl_usnic_mr_t *mr_covering(uint32_t lkey, const void *addr, size_t len);
+static void done_reading(opal_btl_usnic_mr_t *m);
 
 /* A completion, and the send-queue slots it frees when polled. */
 typedef struct {
@@ -136,6 +154,7 @@ struct opal_btl_usnic_hwchan {
 typedef struct {
     opal_btl_usnic_hwchan_t *chan;
     fake_cqe_t c;
+    struct opal_btl_usnic_mr *reads;    /* the send's second buffer, or NULL */
 } held_cqe_t;
 
 #define FAKE_MAX_QPS 16
@@ -166,7 +185,14 @@ void fake_device_reset(void)
     fifo_init(&wire, sizeof(fake_dgram_t));
     fifo_fini(&held);
     fifo_init(&held, sizeof(held_cqe_t));
+    while (NULL != live_mrs) {
+        opal_btl_usnic_mr_t *m = live_mrs;
+        live_mrs = m->next;
+        free(m);
+    }
     memset(&fake_dev, 0, sizeof(fake_dev));
+    fake_dev.one_sge = fake_dev_next.one_sge;
+    memset(&fake_dev_next, 0, sizeof(fake_dev_next));
 }
 
 opal_btl_usnic_dev_t *fake_device_open(const uint8_t gid[16])
@@ -317,7 +343,33 @@ void fake_release_send_completions(opal_btl_usnic_cqe_status_t first_status)
             h.c.cqe.code = (int) first_status;
             first = false;
         }
+        done_reading(h.reads);
         fifo_push(&h.chan->cq, &h.c);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* registrations                                                       */
+
+/* The live registration of key lkey that holds [addr, addr + len), or NULL. */
+static opal_btl_usnic_mr_t *mr_covering(uint32_t lkey, const void *addr, size_t len)
+{
+    const uint8_t *a = addr;
+
+    for (opal_btl_usnic_mr_t *m = live_mrs; NULL != m; m = m->next) {
+        if (m->lkey == lkey) {
+            return a >= m->base && len <= m->len && (size_t)(a - m->base) <= m->len - len ? m
+                                                                                           : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A send's completion is produced: the device has read its buffers. */
+static void done_reading(opal_btl_usnic_mr_t *m)
+{
+    if (NULL != m && 0 == --m->reading && m->dead) {
+        free(m);
     }
 }
 
@@ -371,20 +423,51 @@ static void fake_pd_free(opal_btl_usnic_pd_t *pd)
     free(pd);
 }
 
-static int fake_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len,
+static int fake_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len, bool writable,
                         opal_btl_usnic_mr_t **mr, uint32_t *lkey)
 {
+    opal_btl_usnic_mr_t *m;
     (void) pd;
-    (void) base;
-    (void) len;
-    *mr = &the_mr;
-    *lkey = 0x1234;
+
+    if (!writable && fake_dev.fail_readonly_reg) {
+        return ENOMEM;
+    }
+    m = calloc(1, sizeof(*m));
+    if (NULL == m) {
+        return ENOMEM;
+    }
+    m->base = base;
+    m->len = len;
+    m->lkey = next_lkey++;
+    m->next = live_mrs;
+    live_mrs = m;
+    ++fake_dev.mrs_live;
+    ++fake_dev.regs;
+    *mr = m;
+    *lkey = m->lkey;
     return 0;
 }
 
 static void fake_dereg_mem(opal_btl_usnic_mr_t *mr)
 {
-    (void) mr;
+    opal_btl_usnic_mr_t **p = &live_mrs;
+
+    while (NULL != *p && *p != mr) {
+        p = &(*p)->next;
+    }
+    if (NULL == *p || mr->dead) {
+        ++fake_dev.bad_deregs;
+        return;
+    }
+    *p = mr->next;
+    --fake_dev.mrs_live;
+    if (mr->reading > 0) {
+        /* a send may still read it: on a device, a protection error */
+        ++fake_dev.busy_deregs;
+        mr->dead = true;
+        return;
+    }
+    free(mr);
 }
 
 static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
@@ -414,7 +497,8 @@ static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     info->qp_num = q->qpn;
     info->sd_num = req->sd_num;
     info->rd_num = req->rd_num;
-    info->max_inline = 128;
+    info->max_inline = FAKE_MAX_INLINE;
+    info->max_send_sge = fake_dev.one_sge ? 1 : 2;
     *out = q;
     return OPAL_SUCCESS;
 }
@@ -438,6 +522,7 @@ static void fake_chan_destroy(opal_btl_usnic_hwchan_t *q)
     for (size_t i = 0; i < fifo_count(&held);) {
         if (((held_cqe_t *) fifo_at(&held, i))->chan == q) {
             fifo_take(&held, i, &h);
+            done_reading(h.reads);
         } else {
             ++i;
         }
@@ -448,12 +533,14 @@ static void fake_chan_destroy(opal_btl_usnic_hwchan_t *q)
 }
 
 static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_t *dest,
-                          const void *buf, uint32_t len, uint32_t lkey, bool signalled,
-                          void *cookie)
+                          const void *buf, uint32_t len, uint32_t lkey,
+                          const opal_btl_usnic_sge_t *more, void *cookie)
 {
+    bool signalled = NULL != cookie;
+    uint32_t total = len + (NULL != more ? more->len : 0);
+    opal_btl_usnic_mr_t *reads = NULL;
     fake_dgram_t d;
     held_cqe_t h;
-    (void) lkey;
 
     if (fake_dev.fail_post) {
         return OPAL_ERROR;
@@ -461,15 +548,34 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
     if (q->sq_used >= q->sq_max) {
         ++fake_dev.overposts;
     }
-    if (len > q->mtu) {
+    if (total > q->mtu) {
         ++fake_dev.oversize_posts;
     }
-    d.bytes = malloc(len > 0 ? len : 1);
+    /* (inline data is copied at the post: its key is not looked at) */
+    if (total > FAKE_MAX_INLINE && NULL == mr_covering(lkey, buf, len)) {
+        ++fake_dev.bad_key_posts;
+    }
+    if (NULL != more) {
+        ++fake_dev.gather_posts;
+        reads = mr_covering(more->lkey, more->addr, more->len);
+        if (NULL == reads) {
+            ++fake_dev.bad_key_posts;
+        }
+        if (!signalled) {
+            /* nothing would tell the sender when the device has read it */
+            ++fake_dev.unsignalled_gathers;
+            reads = NULL;
+        }
+    }
+    d.bytes = malloc(total > 0 ? total : 1);
     if (NULL == d.bytes) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     memcpy(d.bytes, buf, len);
-    d.len = len;
+    if (NULL != more) {
+        memcpy(d.bytes + len, more->addr, more->len);
+    }
+    d.len = total;
     d.dst_qpn = dest->qpn;
     d.src = q->dev;
     d.from.qpn = q->qpn;
@@ -492,6 +598,10 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
     h.c.slots = q->unsignalled + 1;
     q->unsignalled = 0;
     if (fake_dev.hold_send_completions) {
+        h.reads = reads;
+        if (NULL != reads) {
+            ++reads->reading;
+        }
         fifo_push(&held, &h);
     } else {
         fifo_push(&q->cq, &h.c);

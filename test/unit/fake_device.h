@@ -54,11 +54,24 @@ typedef struct {
     bool fail_post;                     /* post_send fails */
     bool fail_repost;                   /* post_recv fails */
     bool hold_send_completions;         /* keep send completions until released */
+    bool fail_readonly_reg;             /* reg_mem fails for read-only registrations */
+    bool one_sge;                       /* channels send from one buffer only */
 
     /* ---- what happened ---- */
     uint64_t posts;                     /* successful posts */
     uint64_t overposts;                 /* posts on a send queue with no free slot */
     uint64_t oversize_posts;            /* datagrams larger than the channel MTU */
+    /* sends whose buffer (past the inline size) or second buffer lies in
+     * no live registration of its key: a device fails them */
+    uint64_t bad_key_posts;
+    uint64_t gather_posts;              /* sends from two buffers */
+    uint64_t unsignalled_gathers;       /* of those, not asking for a completion */
+    uint64_t regs;                      /* reg_mem calls that succeeded */
+    int mrs_live;                       /* registrations not yet released */
+    /* releases of a registration a send not yet completed may still read
+     * (hold_send_completions), and of one not live */
+    uint64_t busy_deregs;
+    uint64_t bad_deregs;
     uint64_t recv_wrs_posted;           /* receive buffers handed to the device */
     uint64_t rx_delivered;              /* datagrams written into receive buffers */
     uint64_t rx_len_errors;             /* datagrams larger than the receive buffer */
@@ -74,6 +87,12 @@ typedef struct {
 } fake_device_t;
 
 extern fake_device_t fake_dev;
+/* What fake_device_reset starts fake_dev from (then cleared): behaviour a
+ * test wants from before world_new, which resets the device. */
+typedef struct {
+    bool one_sge;
+} fake_device_next_t;
+extern fake_device_next_t fake_dev_next;
 
 /* Forget all state, free the wire; every fake channel must be closed. */
 void fake_device_reset(void);

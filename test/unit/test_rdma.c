@@ -182,6 +182,9 @@ static int run_gets(bool lossy)
     }
     check_int_eq(STATS(w, SIDE_A)->num_gets, NGETS);
     check_int_eq(STATS(w, SIDE_B)->num_rdma_served, NGETS);
+    /* the large GETs' data went out from the registered region itself */
+    check(STATS(w, SIDE_B)->num_zcopy_chunks >= (150 * 1024 + USNIC_RDMA_MAX_GET) / 4096);
+    check(fake_dev.gather_posts >= STATS(w, SIDE_B)->num_zcopy_chunks);
     check_int_eq(STATS(w, SIDE_B)->num_rdma_refused, 0);
     check_int_eq(STATS(w, SIDE_A)->num_rdma_stray, 0);
     check_int_eq(w->nrx, 0);
@@ -279,6 +282,155 @@ USNIC_TEST(rdma_get_target_deregistered_midway)
     check_int_eq(r.callbacks, 1);
     check_int_eq(r.status, OPAL_SUCCESS);
     check(0 == memcmp(dst, orig, LEN));
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(orig);
+    free(dst);
+    return 0;
+}
+
+/* How GET data leaves the target, by what the device and the component
+ * allow: from the registered memory itself (zero copy), or copied into the
+ * chunks (a device that sends from one buffer only, zero copy turned off,
+ * a registration the device refused).  The data arrives right either way;
+ * the region's device registration goes with its deregistration. */
+typedef enum { ZC_ON, ZC_ONE_SGE, ZC_MCA_OFF, ZC_REG_FAILS } zc_case_t;
+
+static int get_by_zcopy_case(zc_case_t how)
+{
+    enum { LEN = 200000 };
+    world_t *w;
+    uint8_t *region = malloc(LEN), *dst = malloc(LEN);
+    mca_btl_base_registration_handle_t *h;
+    op_rec_t r = {0};
+    int mrs;
+    uint64_t chunks;
+
+    if (ZC_MCA_OFF == how) {
+        setenv("OMPI_MCA_btl_usnic_zero_copy", "0", 1);
+    }
+    fake_dev_next.one_sge = ZC_ONE_SGE == how;
+    w = world_new(11, 12);
+    unsetenv("OMPI_MCA_btl_usnic_zero_copy");
+    check(NULL != w && NULL != region && NULL != dst);
+    fake_dev.fail_readonly_reg = ZC_REG_FAILS == how;
+    world_fill(region, 5, LEN);
+    memset(dst, 0, LEN);
+    mrs = fake_dev.mrs_live;
+    h = world_register(w, SIDE_B, region, LEN, MCA_BTL_REG_FLAG_REMOTE_READ);
+    check(NULL != h);
+    check_int_eq(fake_dev.mrs_live, mrs + (ZC_ON == how));
+    check_int_eq(STATS(w, SIDE_B)->num_zcopy_unregistered, ZC_REG_FAILS == how);
+    check_int_eq(do_get(w, &r, dst, region, LEN), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, region, LEN));
+    chunks = STATS(w, SIDE_B)->num_chunk_sends;
+    check(chunks >= LEN / 4096);
+    if (ZC_ON == how) {
+        /* all but a short last chunk */
+        check(STATS(w, SIDE_B)->num_zcopy_chunks + 1 >= chunks);
+        check_int_eq(fake_dev.gather_posts, STATS(w, SIDE_B)->num_zcopy_chunks);
+    } else {
+        check_int_eq(STATS(w, SIDE_B)->num_zcopy_chunks, 0);
+        check_int_eq(fake_dev.gather_posts, 0);
+    }
+    world_deregister(w, SIDE_B, h);
+    check_int_eq(fake_dev.mrs_live, mrs);
+    check_ok(rdma_idle(w));
+    check_ok(world_check_idle(w));
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    free(region);
+    free(dst);
+    return 0;
+}
+
+USNIC_TEST(rdma_get_zero_copy)
+{
+    return get_by_zcopy_case(ZC_ON);
+}
+
+USNIC_TEST(rdma_get_zero_copy_one_sge_device)
+{
+    return get_by_zcopy_case(ZC_ONE_SGE);
+}
+
+USNIC_TEST(rdma_get_zero_copy_turned_off)
+{
+    return get_by_zcopy_case(ZC_MCA_OFF);
+}
+
+USNIC_TEST(rdma_get_zero_copy_registration_refused)
+{
+    return get_by_zcopy_case(ZC_REG_FAILS);
+}
+
+/* The target memory of a zero-copy GET is deregistered while chunks sent
+ * from it are unacknowledged and the device has not completed their sends
+ * (completions held), then overwritten.  The device registration outlives
+ * the deregistration until those sends are complete (releasing it earlier
+ * would fail them on a device: the fake counts it), and the lost chunks
+ * are resent from copies taken at the deregistration, so the initiator
+ * gets what the memory held while the GET could read it; the rest of the
+ * data, not yet chunked, is copied aside as without zero copy. */
+USNIC_TEST(rdma_get_zero_copy_deregistered_in_flight)
+{
+    enum { LEN = 300000 };
+    world_t *w = world_new(65, 66);
+    uint8_t *region = malloc(LEN), *orig = malloc(LEN), *dst = malloc(LEN);
+    mca_btl_base_registration_handle_t *h;
+    op_rec_t r = {0};
+    fake_dgram_t d;
+    size_t dropped = 0;
+    int mrs;
+
+    check(NULL != w && NULL != region && NULL != orig && NULL != dst);
+    world_fill(region, 29, LEN);
+    memcpy(orig, region, LEN);
+    mrs = fake_dev.mrs_live;
+    h = world_register(w, SIDE_B, region, LEN, MCA_BTL_REG_FLAG_REMOTE_READ);
+    check(NULL != h);
+    w->per_step = 1;
+    /* the first chunks' sends stay with the device, and are lost */
+    fake_dev.hold_send_completions = true;
+    check_int_eq(do_get(w, &r, dst, region, LEN), OPAL_SUCCESS);
+    for (int i = 0; i < 400 && STATS(w, SIDE_B)->num_zcopy_chunks < 4; ++i) {
+        world_step(w);
+    }
+    check(STATS(w, SIDE_B)->num_zcopy_chunks >= 4);
+    check(STATS(w, SIDE_B)->num_chunk_sends < LEN / 4096);
+    for (size_t i = 0; i < fake_wire_count();) {
+        const usnic_btl_header_t *hd = dgram_hdr(fake_wire_peek(i));
+        if (USNIC_PAYLOAD_TYPE_CHUNK == hd->payload_type) {
+            check(fake_wire_take(i, &d));
+            fake_dgram_free(&d);
+            ++dropped;
+        } else {
+            ++i;
+        }
+    }
+    check(dropped >= 1);
+    check(fake_held_count() >= 1);
+    world_deregister(w, SIDE_B, h);
+    check(opal_list_is_empty(&w->mods[SIDE_B].get_sources));
+    check_int_eq(fake_dev.busy_deregs, 0);
+    check_int_eq(fake_dev.mrs_live, mrs + 1);     /* still registered with the device */
+    check(!opal_list_is_empty(&w->mods[SIDE_B].zcopy_retired));
+    memset(region, 0xee, LEN);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(USNIC_CQE_OK);
+    check_int_eq(world_run(w, 100000, true), WORLD_QUIET);
+    check_int_eq(r.callbacks, 1);
+    check_int_eq(r.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, orig, LEN));
+    check(STATS(w, SIDE_B)->num_resends >= dropped);
+    /* the frag is done: the registration went with it */
+    check_int_eq(fake_dev.mrs_live, mrs);
+    check(opal_list_is_empty(&w->mods[SIDE_B].zcopy_retired));
     check_ok(rdma_idle(w));
     check_ok(world_check_idle(w));
     world_fini(w);

@@ -84,10 +84,12 @@ dp_check() {
         # for the log only: which usnic paths the traffic took, and the retransmissions
         echo "info: $what: host$x usnic totals: $(grep -E "btl:usnic: stats final host$x " "$out" |
             awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[2] != "") t[kv[1]] += kv[2] } }
-                 END { printf "fast_sends=%d frag_sends=%d chunk_sends=%d puts=%d resends=%d " \
-                       "timeout_retrans=%d dup_recvs=%d oow_recvs=%d badfrag_recvs=%d bad_recvs=%d",
+                 END { printf "fast_sends=%d frag_sends=%d chunk_sends=%d puts=%d gets=%d " \
+                       "zcopy_chunks=%d resends=%d timeout_retrans=%d dup_recvs=%d oow_recvs=%d " \
+                       "badfrag_recvs=%d bad_recvs=%d",
                        t["num_fast_sends"], t["num_frag_sends"], t["num_chunk_sends"],
-                       t["num_puts"], t["num_resends"], t["num_timeout_retrans"],
+                       t["num_puts"], t["num_gets"], t["num_zcopy_chunks"], t["num_resends"],
+                       t["num_timeout_retrans"],
                        t["num_dup_recvs"], t["num_oow_low_recvs"] + t["num_oow_high_recvs"],
                        t["num_badfrag_recvs"], t["num_bad_recvs"] }')"
     done
@@ -96,6 +98,14 @@ dp_check() {
     else
         dp_fail "$what: mpirun exit code $DP_RC$([ "$DP_RC" = 124 ] && echo " (timed out)")"
     fi
+}
+
+# dp_counter OUT HOST NAME: the sum of usnic's final statistics counter NAME over HOST's
+# processes and devices in OUT
+dp_counter() {
+    grep -E "btl:usnic: stats final host$2 " "$1" |
+        awk -v k="$3" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
+                       END { print s + 0 }'
 }
 
 # dp_done: the test's verdict

@@ -14,7 +14,10 @@
 #   1) 1 rank per host, btl usnic,self (rank 0 also prints the time of every size)
 #   2) 3 ranks per host, btl usnic,self,vader: 3 cross-host pairs at the same time
 # Each run: no wrong byte, and on both hosts the usnic counters (num_frag_recvs +
-# num_chunk_recvs) reach the datagrams that traffic needs: usnic carried it.
+# num_chunk_recvs) reach the datagrams that traffic needs: usnic carried it. Messages above
+# the eager limit go by ob1's RGET, whose data usnic sends from the sender's registered
+# buffer itself (btl_usnic_zero_copy): in run 1 both hosts sent such chunks
+# (num_zcopy_chunks), so every byte checked above also checks the zero-copy path.
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
@@ -24,6 +27,14 @@ mpi_build p2p
 DP_TIMEOUT=240
 dp_run 1 "$WORK/p2p-1.out" "$WORK/p2p" -v 1
 dp_check p2p 1 "$WORK/p2p-1.out"
+for x in A B; do
+    zc=$(dp_counter "$WORK/p2p-1.out" "$x" num_zcopy_chunks)
+    if [ "$zc" -gt 0 ]; then
+        pass "p2p (1 per host): host$x sent $zc GET data chunks from the user's buffer (zero copy)"
+    else
+        dp_fail "p2p (1 per host): host$x sent no GET data chunk without a copy (num_zcopy_chunks 0)"
+    fi
+done
 dp_run 3 "$WORK/p2p-3.out" "$WORK/p2p"
 dp_check p2p 3 "$WORK/p2p-3.out"
 dp_done
