@@ -1,0 +1,35 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ *
+ * What an 8-byte message costs above the BTL: one process sends to itself
+ * over btl/self (MPI_Isend, MPI_Recv, MPI_Wait), N times; bench/pml-cost.sh
+ * counts the instructions of those calls with callgrind.  btl/self's own
+ * share is small and counted apart, so the rest is ob1, the MPI layer,
+ * opal's convertor and libc, as every MPI message over usnic pays them.
+ */
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    char sbuf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rbuf[8];
+    int me, n = argc > 1 ? atoi(argv[1]) : 0;
+    MPI_Request r;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    for (int i = 0; i < n; i++) {
+        MPI_Isend(sbuf, 8, MPI_CHAR, me, 1, MPI_COMM_WORLD, &r);
+        MPI_Recv(rbuf, 8, MPI_CHAR, me, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        if (rbuf[7] != 8) {
+            fprintf(stderr, "pml_cost: wrong data\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
