@@ -27,6 +27,8 @@
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
+ *                  If the device has not completed that segment's send
+ *                  yet, it was not late: the timer starts again instead.
  *                  A poll of the pass that came back full may hide the
  *                  ACK: the timer then waits up to one more RTO; and after
  *                  a gap of more than half btl_usnic_retrans_timeout since
@@ -182,6 +184,16 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
                                                    ep->tx_mask];
     int n = 0;
 
+    if (NULL != seg && 0 != seg->posted) {
+        /* This process's own device has not sent it yet (a deep send queue,
+         * or a device that waits for a CPU, as Soft-RoCE does): nothing
+         * says the path lost anything.  No backoff, no cut: a timeout
+         * from now. */
+        ++module->stats.num_timer_unsent;
+        ep->rto_deadline_us = now + ep->rto.rto_us;
+        ep->rto_graced = false;
+        return 0;
+    }
     if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
         /* the first expiry for this segment: remember what to undo */
         ep->tmo_pending = true;

@@ -31,7 +31,8 @@
  * totals over the measured time.
  *
  * With the usnic BTL loaded, each size is followed by a line of usnic's counters over
- * that size (warm-up included), summed over all ranks:
+ * that size (warm-up included; the barrier that starts it, the start-up and the end of
+ * the job are outside every size), summed over all ranks:
  *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
  * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious, segments that filled
@@ -247,12 +248,17 @@ static void run_size(int test, size_t size, double *times)
     double t, first, elapsed, med;
     unsigned long long c0[NCTR], c1[NCTR], sum[NCTR];
 
-    /* (read before the barrier: no peer has sent anything of this size yet) */
+    /* warm-up: one timed iteration decides how many more fit the warm-up budget */
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* The size starts here.  A rank may come to the barrier late (the first
+     * size: from its set-up, touching its buffers, half a second in the
+     * emulated VM; later: rank 0 printing), and a rank outside MPI
+     * acknowledges nothing, so its peer's first message may be resent when
+     * the timer expires: that is the barrier's, not the size's.  (Each rank
+     * reads before it sends anything of the size.) */
     if (ctr_on) {
         ctr_read(c0);
     }
-    /* warm-up: one timed iteration decides how many more fit the warm-up budget */
-    MPI_Barrier(MPI_COMM_WORLD);
     t = MPI_Wtime();
     one_iteration(test, size, window);
     first = MPI_Wtime() - t;

@@ -2231,7 +2231,9 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     check_int_eq(fake_wire_peek(0)->src == w->mods[SIDE_B].dev, 1);
     check_int_eq(dgram_hdr(fake_wire_peek(0))->ack_present, 1);
     check_int_eq(wire_from(w, SIDE_B, false), 1);
-    /* A resends 700; B acknowledges it again */
+    /* A resends 700 (once its device has reported the first send done: a
+     * segment not yet sent is not late); B acknowledges it again */
+    world_progress(w, SIDE_A);
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(wire_from(w, SIDE_A, true), 1);
@@ -2321,6 +2323,46 @@ USNIC_TEST(engine_send_completion_error)
     check_int_eq(STATS(w, SIDE_A)->num_recv_errors, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
     check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* The retransmit timer expires while this side's device still has the
+ * oldest segment's send (its completion not in): the segment was not late,
+ * so the timer starts again, without a resend, a backoff or a congestion
+ * cut (num_timer_unsent).  Once the device reports it sent, an expiry
+ * resends it as usual (here it was lost). */
+USNIC_TEST(engine_timer_waits_for_unsent_segment)
+{
+    world_t *w = world_new(3, 4);
+    opal_btl_usnic_endpoint_t *ep;
+    fake_dgram_t d;
+    uint32_t cwnd;
+
+    check(NULL != w);
+    fake_dev.hold_send_completions = true;
+    check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    check_int_eq(fake_held_count(), 1);
+    ep = w->ep[SIDE_A];
+    cwnd = ep->tx.cwnd;
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 0);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_unsent, 2);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 0);
+    check_int_eq(ep->rto.rto_us, usnic_component.retrans_timeout);
+    check_int_eq(ep->tx.cwnd, cwnd);
+    check(ep->timer_running);
+    /* the device sends it at last, and the network loses it */
+    check(fake_wire_take(0, &d));
+    fake_dgram_free(&d);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(USNIC_CQE_OK);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_all_delivered(w);
+    check_ok(world_check_idle(w));
     world_fini(w);
     return 0;
 }
