@@ -2,7 +2,8 @@
 # test/vm/run.sh [t-NAME...]: run the VM integration tests test/vm/t-*.sh (default: all) one
 # after the other in ONE rxe-vm VM (booting takes longer than most tests). Prints
 # `PASS|FAIL NAME (Ns)` per test and finally `vm: N passed, N failed`; exits non-zero if a
-# test failed or the VM did. Each test's output goes to test/vm/logs/NAME.log.
+# test failed or the VM did. Each test's output goes to test/vm/logs/NAME.log (a test given
+# more than once, to see how it varies: NAME.2.log, NAME.3.log, ...; each run counts).
 # A test may set its timeout with a header line `# vm-timeout: SECONDS` (default 300);
 # RXE_VM_TIMEOUT (the whole VM) defaults to the sum of the tests' timeouts plus boot time.
 # A test that needs two RoCE devices per host has the header line `# vm-pairs: 2` (default 1):
@@ -24,8 +25,12 @@ if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest N
     shift
     . "$VM/lib.sh"
     cd "$REPO" || exit 2
+    declare -A runs=()
     for spec; do
         name=${spec%:*} to=${spec##*:}; log=$LOGS/$name.log
+        # a test given again (to see how it varies) keeps each run's log: NAME.2.log, ...
+        runs[$name]=$((${runs[$name]:-0} + 1))
+        [ "${runs[$name]}" = 1 ] || log=$LOGS/$name.${runs[$name]}.log
         t0=$SECONDS
         timeout -k 10 "$to" bash "$VM/$name.sh" > "$log" 2>&1
         rc=$?
@@ -73,7 +78,7 @@ for t; do
     esac
 done
 mkdir -p "$LOGS" || exit 2
-for s in "${specs[@]}"; do rm -f "$LOGS/${s%:*}.log"; done
+for s in "${specs[@]}"; do rm -f "$LOGS/${s%:*}.log" "$LOGS/${s%:*}".[0-9]*.log; done
 : > "$LOGS/run.log"
 # the logs are written from inside the guest: the repo must be shared read-write
 export RXE_VM_RW=$REPO
@@ -92,14 +97,18 @@ for pairs in 1 2; do             # one VM per topology that a requested test nee
     vmrc=${PIPESTATUS[0]}
     [ "$vmrc" = 0 ] || vmerr+=("vm: the VM failed (rxe-vm exit code $vmrc$([ "$pairs" = 1 ] || echo ", RXE_VM_PAIRS=$pairs"))")
 done
+# the k-th run of a test is the k-th result line of its name
 npass=0 nfail=0
+declare -A seen=()
 for s in "${specs[@]}"; do
     name=${s%:*}
-    if grep -q "^PASS $name (" "$LOGS/run.log"; then npass=$((npass + 1))
-    else
-        grep -q "^FAIL $name (" "$LOGS/run.log" || echo "FAIL $name (not run)"
-        nfail=$((nfail + 1))
-    fi
+    seen[$name]=$((${seen[$name]:-0} + 1))
+    result=$(grep -E "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
+    case $result in
+        PASS*) npass=$((npass + 1)) ;;
+        FAIL*) nfail=$((nfail + 1)) ;;
+        *) echo "FAIL $name (not run)"; nfail=$((nfail + 1)) ;;
+    esac
 done
 for e in "${vmerr[@]}"; do echo "$e"; done
 echo "vm: VM run took $((SECONDS - t0))s$([ "$boots" -gt 1 ] && echo " ($boots VM boots)"), logs in $LOGS"
