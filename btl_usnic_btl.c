@@ -712,8 +712,7 @@ bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access)
     opal_btl_usnic_put_target_t *t;
 
     OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if ((t->flags & access) && addr >= t->handle.base &&
-            len <= t->handle.len && addr - t->handle.base <= t->handle.len - len) {
+        if ((t->flags & access) && opal_btl_usnic_target_covers(t, addr, len)) {
             return true;
         }
     }

@@ -255,6 +255,14 @@ typedef struct opal_btl_usnic_put_target_t {
 } opal_btl_usnic_put_target_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
 
+/* True if [addr, addr + len) lies inside t's region. */
+static inline bool opal_btl_usnic_target_covers(const opal_btl_usnic_put_target_t *t,
+                                                uint64_t addr, uint64_t len)
+{
+    return addr >= t->handle.base && len <= t->handle.len &&
+           addr - t->handle.base <= t->handle.len - len;
+}
+
 /* True if [addr, addr + len) lies inside one region registered with the
  * access flag (MCA_BTL_REG_FLAG_REMOTE_*). */
 bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access);

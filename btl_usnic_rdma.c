@@ -113,11 +113,14 @@ void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
     opal_btl_usnic_put_target_t *t;
     opal_list_item_t *li;
 
-    /* (the channels are gone: no send reads registered memory any more) */
+    /* (the channels are gone: no send reads registered memory any more,
+     * and the frags that did go with the module; a region deregistered
+     * after this is released at once) */
     OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
         if (t->module == module) {
             opal_btl_usnic_rdma_zcopy_unregister(t);
             t->module = NULL;
+            t->senders = 0;
         }
     }
     while (NULL != (li = opal_list_remove_first(&module->zcopy_retired))) {
@@ -465,8 +468,7 @@ static opal_btl_usnic_put_target_t *zcopy_target(opal_btl_usnic_module_t *module
 
     OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
         if (t->module == module && NULL != t->mr && (t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) &&
-            addr >= t->handle.base && len <= t->handle.len &&
-            addr - t->handle.base <= t->handle.len - len) {
+            opal_btl_usnic_target_covers(t, addr, len)) {
             return t;
         }
     }
