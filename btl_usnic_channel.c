@@ -20,7 +20,8 @@
 #include "btl_usnic_module.h"
 
 int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int sd_num,
-                                int rd_num, int cq_num, uint32_t mtu)
+                                int rd_num, int cq_num, opal_btl_usnic_channel_t *cq_of,
+                                uint32_t mtu)
 {
     opal_btl_usnic_channel_t *chan = &module->channels[index];
     opal_btl_usnic_chan_req_t req = {.dev_name = module->dev_name, .port_num = module->port_num,
@@ -35,12 +36,12 @@ int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int 
     chan->repost_tail = &chan->repost_head;
     OBJ_CONSTRUCT(&chan->recv_segs, opal_free_list_t);
 
-    rc = module->ops->chan_create(module->dev, module->pd, &req, &info, &chan->hw);
+    rc = module->ops->chan_create(module->dev, module->pd, &req,
+                                  NULL != cq_of ? cq_of->hw : NULL, &info, &chan->hw);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
     chan->qp_num = info.qp_num;
-    chan->cq_num = cq_num;
     chan->sd_num = chan->sd_wqe = info.sd_num;
     chan->rd_num = info.rd_num;
     chan->max_inline = info.max_inline;

@@ -16,10 +16,12 @@
 
 BEGIN_C_DECLS
 
-/* Bring a channel up: the device's channel, receive buffers of GRH + mtu,
+/* Bring a channel up: the device's channel, on a completion queue of cq_num
+ * entries or, given cq_of, on that channel's; receive buffers of GRH + mtu,
  * all posted, then started. */
 int opal_btl_usnic_channel_init(opal_btl_usnic_module_t *module, int index, int sd_num,
-                                int rd_num, int cq_num, uint32_t mtu);
+                                int rd_num, int cq_num, opal_btl_usnic_channel_t *cq_of,
+                                uint32_t mtu);
 /* The device's channel goes before the buffers it may still use. */
 void opal_btl_usnic_channel_fini(opal_btl_usnic_module_t *module, int index);
 

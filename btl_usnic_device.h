@@ -127,11 +127,13 @@ typedef struct opal_btl_usnic_device_ops_t {
                    opal_btl_usnic_mr_t **mr, uint32_t *lkey);
     void (*dereg_mem)(opal_btl_usnic_mr_t *mr);
 
-    /* A completion queue and a UD queue pair that takes receive buffers;
-     * start makes it send and receive, once its buffers are posted. */
+    /* A UD queue pair that takes receive buffers, with a completion queue of
+     * req->cq_num entries, or, given cq_of (a channel of the same device that
+     * outlives this one), on cq_of's completion queue: one poll then serves
+     * both.  start makes it send and receive, once its buffers are posted. */
     int (*chan_create)(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
-                       const opal_btl_usnic_chan_req_t *req, opal_btl_usnic_chan_info_t *info,
-                       opal_btl_usnic_hwchan_t **chan);
+                       const opal_btl_usnic_chan_req_t *req, opal_btl_usnic_hwchan_t *cq_of,
+                       opal_btl_usnic_chan_info_t *info, opal_btl_usnic_hwchan_t **chan);
     int (*chan_start)(opal_btl_usnic_hwchan_t *chan);
     void (*chan_destroy)(opal_btl_usnic_hwchan_t *chan);
 
@@ -146,8 +148,8 @@ typedef struct opal_btl_usnic_device_ops_t {
     /* Receive buffers, linked through their next field, NULL-terminated;
      * each completes with &seg->base as its cookie. */
     int (*post_recv)(opal_btl_usnic_hwchan_t *chan, struct opal_btl_usnic_recv_seg_t *first);
-    /* Up to max completions, oldest first; the number, or -1 on a device
-     * failure. */
+    /* Up to max completions of the channel's completion queue (those of every
+     * channel on it), oldest first; the number, or -1 on a device failure. */
     int (*poll)(opal_btl_usnic_hwchan_t *chan, opal_btl_usnic_cqe_t *cqe, int max);
     const char *(*status_str)(int code);
 

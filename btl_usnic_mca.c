@@ -114,8 +114,8 @@ int opal_btl_usnic_component_register(void)
             "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
     reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "
             "the device maximum)", -1, &c->prio_rd_num, OPAL_INFO_LVL_5);
-    reg_int("cq_num", "Completion queue entries per channel (-1 = that channel's send plus "
-            "receive depth)", -1, &c->cq_num, OPAL_INFO_LVL_5);
+    reg_int("cq_num", "Entries of the completion queue the two channels share (-1 = the sum "
+            "of their send and receive depths)", -1, &c->cq_num, OPAL_INFO_LVL_5);
     reg_int("retrans_timeout", "Microseconds before an unacknowledged segment is "
             "retransmitted", 5000, &c->retrans_timeout, OPAL_INFO_LVL_5);
     reg_int("max_resends_per_iteration", "Most segments retransmitted in one progress pass, "

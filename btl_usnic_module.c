@@ -244,19 +244,18 @@ static int init_registration(opal_btl_usnic_module_t *module)
 
 static int init_channels(opal_btl_usnic_module_t *module, uint32_t prio_mtu, const int depth[4])
 {
-    int max_cqe = module->limits.max_cqe;
     int rc;
 
+    /* The CQ holds a completion of every receive and send either queue may have posted. */
+    module->cq_num = clamp_depth(usnic_component.cq_num, depth[0] + depth[1] + depth[2] +
+                                 depth[3], module->limits.max_cqe);
     rc = opal_btl_usnic_channel_init(module, USNIC_PRIORITY_CHANNEL, depth[2], depth[3],
-                                     clamp_depth(usnic_component.cq_num, depth[2] + depth[3],
-                                                 max_cqe),
-                                     prio_mtu);
+                                     module->cq_num, NULL, prio_mtu);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    rc = opal_btl_usnic_channel_init(module, USNIC_DATA_CHANNEL, depth[0], depth[1],
-                                     clamp_depth(usnic_component.cq_num, depth[0] + depth[1],
-                                                 max_cqe),
+    rc = opal_btl_usnic_channel_init(module, USNIC_DATA_CHANNEL, depth[0], depth[1], 0,
+                                     &module->channels[USNIC_PRIORITY_CHANNEL],
                                      module->port_mtu);
     if (OPAL_SUCCESS != rc) {
         return rc;
@@ -264,10 +263,10 @@ static int init_channels(opal_btl_usnic_module_t *module, uint32_t prio_mtu, con
     opal_btl_usnic_module_tune_channels(module);
     for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
         opal_btl_usnic_channel_t *ch = &module->channels[c];
-        usnic_verbose(5, "%s: %s: %s channel ready: CQ %d entries, QP %u, send depth %d, "
-                      "receive depth %d, MTU %u, inline %u",
+        usnic_verbose(5, "%s: %s: %s channel ready: CQ %d entries (shared), QP %u, send depth "
+                      "%d, receive depth %d, MTU %u, inline %u",
                       opal_process_info.nodename, module->dev_name,
-                      USNIC_PRIORITY_CHANNEL == c ? "priority" : "data", ch->cq_num,
+                      USNIC_PRIORITY_CHANNEL == c ? "priority" : "data", module->cq_num,
                       ch->qp_num, ch->sd_num, ch->rd_num, ch->mtu, ch->max_inline);
     }
     return OPAL_SUCCESS;
@@ -410,7 +409,8 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
             module, usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li));
     }
     opal_btl_usnic_module_drain_sends(module);
-    /* Queue pairs before the buffers they use, the PD after everything in it. */
+    /* Queue pairs before the buffers they use (data first: its CQ is the
+     * priority channel's), the PD after everything in it. */
     opal_btl_usnic_channel_fini(module, USNIC_DATA_CHANNEL);
     opal_btl_usnic_channel_fini(module, USNIC_PRIORITY_CHANNEL);
     /* No completion can arrive any more. */

@@ -44,7 +44,6 @@ typedef struct opal_btl_usnic_channel_t {
     uint32_t qp_num;
     int sd_num;                     /* send queue depth granted */
     int rd_num;                     /* receive queue depth granted */
-    int cq_num;
     int sd_wqe;                     /* free send work requests */
     uint32_t max_inline;
     int max_send_sge;
@@ -86,7 +85,10 @@ typedef struct opal_btl_usnic_module_t {
     mca_rcache_base_module_t *rcache;
     size_t reg_bytes;               /* registered through the rcache now */
     bool reg_failure_shown;         /* the help message for a failed registration */
+    /* Both channels complete on one completion queue, the priority channel's:
+     * a progress pass polls once. */
     opal_btl_usnic_channel_t channels[USNIC_NUM_CHANNELS];
+    int cq_num;                     /* its entries */
 
     /* payload sizes */
     uint32_t max_frag_payload;      /* PML bytes in one unchunked datagram */

@@ -2,7 +2,7 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
  *
- * Per-module progress: poll both channels, dispatch each completion
+ * Per-module progress: poll the channels' shared CQ, dispatch each completion
  * (receive, send done, ACK done, error), return receive buffers, run the
  * retransmit timers and the send engine, and judge silent peers.
  */
@@ -29,25 +29,25 @@
 
 /* A send work request finished (a standalone ACK or a data segment; out
  * of line: the receive loop keeps fewer values live). */
-static __opal_attribute_noinline__ void
-send_seg_done(opal_btl_usnic_module_t *module, int channel, opal_btl_usnic_seg_base_t *base)
+static __opal_attribute_noinline__ void send_seg_done(opal_btl_usnic_module_t *module,
+                                                      opal_btl_usnic_seg_base_t *base)
 {
     opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t, base);
 
     if (USNIC_SEG_ACK == base->type) {
-        module->channels[channel].sd_wqe += seg->wqes;
+        module->channels[base->channel].sd_wqe += seg->wqes;
         --seg->posted;
         opal_free_list_return(&module->ack_segs,
                               &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
     } else {
-        opal_btl_usnic_send_complete(module, seg, channel);
+        opal_btl_usnic_send_complete(module, seg, base->channel);
     }
 }
 
 /* A completion with an error, or one of a send that asked for none (it
  * gets one only when it failed); out of line. */
-static __opal_attribute_noinline__ void
-handle_error(opal_btl_usnic_module_t *module, int channel, const opal_btl_usnic_cqe_t *cqe)
+static __opal_attribute_noinline__ void handle_error(opal_btl_usnic_module_t *module,
+                                                     const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
@@ -55,8 +55,9 @@ handle_error(opal_btl_usnic_module_t *module, int channel, const opal_btl_usnic_
         module->ops->async_drain(module->dev);
         opal_btl_usnic_show_fatal("non-receive completion error",
                        opal_process_info.nodename, module->dev_name,
-                       0 == channel ? "priority" : "data", module->ops->status_str(cqe->code),
-                       cqe->code);
+                       NULL == base ? "unknown (a send that asked for no completion)"
+                       : USNIC_PRIORITY_CHANNEL == base->channel ? "priority" : "data",
+                       module->ops->status_str(cqe->code), cqe->code);
         opal_btl_usnic_module_fatal(module, NULL);
         return;
     }
@@ -73,53 +74,71 @@ handle_error(opal_btl_usnic_module_t *module, int channel, const opal_btl_usnic_
     }
     /* A lost send is recovered by the retransmit timer. */
     ++module->stats.num_send_errors;
-    send_seg_done(module, channel, base);
+    send_seg_done(module, base);
 }
 
 static inline __attribute__((always_inline)) void
-handle_completion(opal_btl_usnic_module_t *module, int channel,
-                  const opal_btl_usnic_cqe_t *cqe)
+handle_completion(opal_btl_usnic_module_t *module, const opal_btl_usnic_cqe_t *cqe)
 {
     opal_btl_usnic_seg_base_t *base = cqe->cookie;
 
     if (OPAL_UNLIKELY(USNIC_CQE_OK != cqe->status || NULL == base)) {
-        handle_error(module, channel, cqe);
+        handle_error(module, cqe);
     } else if (USNIC_SEG_RECV == base->type) {
         opal_btl_usnic_recv(module, usnic_container_of(base, opal_btl_usnic_recv_seg_t, base),
                             cqe);
     } else {
-        send_seg_done(module, channel, base);
+        send_seg_done(module, base);
     }
 }
 
-/* One batch of a channel's completions, dispatched: its size, or -1 when
- * the poll failed (fatal).  (Inline: each channel's call is its own, which
- * keeps the idle pass short.) */
-static inline __attribute__((always_inline)) int
-poll_batch(opal_btl_usnic_module_t *module, int channel, opal_btl_usnic_cqe_t *cqe)
+/* Whether a batch holds receives of the priority channel (read before
+ * they are dispatched, which returns their buffers). */
+static bool has_priority_recv(const opal_btl_usnic_cqe_t *cqe, int n)
 {
-    int n = module->ops->poll(module->channels[channel].hw, cqe, USNIC_POLL_BATCH);
+    for (int i = 0; i < n; ++i) {
+        const opal_btl_usnic_seg_base_t *base = cqe[i].cookie;
+        if (NULL != base && USNIC_SEG_RECV == base->type &&
+            USNIC_PRIORITY_CHANNEL == base->channel) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One batch of completions from the CQ both channels share, dispatched:
+ * its size, or -1 when the poll failed (fatal).  *more: the batch was full
+ * and held priority receives, so more of them may wait. */
+static inline __attribute__((always_inline)) int
+poll_batch(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t *cqe, bool *more)
+{
+    int n = module->ops->poll(module->channels[USNIC_PRIORITY_CHANNEL].hw, cqe,
+                              USNIC_POLL_BATCH);
 
     if (OPAL_UNLIKELY(n < 0)) {
         opal_btl_usnic_module_fatal(module, NULL);
         return -1;
     }
+    *more = OPAL_UNLIKELY(USNIC_POLL_BATCH == n) && has_priority_recv(cqe, n);
     for (int i = 0; i < n; ++i) {
-        handle_completion(module, channel, &cqe[i]);
+        handle_completion(module, &cqe[i]);
     }
     return n;
 }
 
-/* After a full batch: poll the priority channel on, up to its CQ's size.
- * Returns the size of the last batch (USNIC_POLL_BATCH: maybe more left). */
+/* After a full batch with priority receives: poll on while that holds, up
+ * to as many completions as the priority channel can have (its send plus
+ * receive depth).  Returns the size of the last batch (USNIC_POLL_BATCH:
+ * maybe more left). */
 static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t *cqe, int *count)
 {
-    opal_btl_usnic_channel_t *chan = &module->channels[USNIC_PRIORITY_CHANNEL];
+    const opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
+    bool more = true;
     int n = USNIC_POLL_BATCH;
 
-    for (int polled = n; USNIC_POLL_BATCH == n && polled < chan->cq_num && !module->dead;
+    for (int polled = n; more && polled < prio->sd_num + prio->rd_num && !module->dead;
          polled += n) {
-        n = poll_batch(module, USNIC_PRIORITY_CHANNEL, cqe);
+        n = poll_batch(module, cqe, &more);
         if (OPAL_UNLIKELY(n < 0)) {
             return 0;
         }
@@ -131,19 +150,17 @@ static int drain_priority(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t 
 void opal_btl_usnic_module_drain_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
+    opal_btl_usnic_hwchan_t *cq = module->channels[USNIC_PRIORITY_CHANNEL].hw;
+    int n;
 
-    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        int n;
-
-        if (NULL == module->channels[c].hw) {
-            continue;
-        }
-        while ((n = module->ops->poll(module->channels[c].hw, cqe, USNIC_POLL_BATCH)) > 0) {
-            for (int i = 0; i < n; ++i) {
-                opal_btl_usnic_seg_base_t *base = cqe[i].cookie;
-                if (NULL != base && USNIC_SEG_RECV != base->type) {
-                    send_seg_done(module, c, base);
-                }
+    if (NULL == cq) {
+        return;
+    }
+    while ((n = module->ops->poll(cq, cqe, USNIC_POLL_BATCH)) > 0) {
+        for (int i = 0; i < n; ++i) {
+            opal_btl_usnic_seg_base_t *base = cqe[i].cookie;
+            if (NULL != base && USNIC_SEG_RECV != base->type) {
+                send_seg_done(module, base);
             }
         }
     }
@@ -153,7 +170,7 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
     /* a poll came back full: completions (ACKs among them) may still wait */
-    bool backlog = false;
+    bool backlog, more;
     int count = 0, n;
 
     if (OPAL_UNLIKELY(module->dead)) {
@@ -162,26 +179,21 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
         opal_btl_usnic_connectivity_report();
     }
-    /* Priority first: ACKs free window space for the data that follows.
-     * A full batch from the priority channel is followed by more, until its
-     * CQ is drained (drain_priority): its receive queue is small, and ACKs
-     * left waiting while a busy sender's peers keep acknowledging would at
-     * last find it empty and be dropped.  The data channel gives one batch
-     * per pass, so that the ACKs for it leave at the cadence. */
-    n = poll_batch(module, USNIC_PRIORITY_CHANNEL, cqe);
+    /* One CQ for both channels, one poll per pass.  A full batch that held
+     * priority receives is followed by more (drain_priority): the priority
+     * receive queue is small, and ACKs left waiting while a busy sender's peers
+     * keep acknowledging would at last find it empty and be dropped.  Other
+     * completions give one batch per pass, so that a receiver's ACKs for a
+     * backlog of data leave at the cadence, not after all of it. */
+    n = poll_batch(module, cqe, &more);
     if (OPAL_UNLIKELY(n < 0)) {
         return count;
     }
     count += n;
-    if (OPAL_UNLIKELY(USNIC_POLL_BATCH == n)) {
-        backlog = USNIC_POLL_BATCH == drain_priority(module, cqe, &count);
+    if (OPAL_UNLIKELY(more)) {
+        n = drain_priority(module, cqe, &count);
     }
-    n = poll_batch(module, USNIC_DATA_CHANNEL, cqe);
-    if (OPAL_UNLIKELY(n < 0)) {
-        return count;
-    }
-    count += n;
-    backlog |= USNIC_POLL_BATCH == n;
+    backlog = USNIC_POLL_BATCH == n;
     if (OPAL_UNLIKELY(module->dead)) {
         return count;
     }

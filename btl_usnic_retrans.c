@@ -88,8 +88,8 @@
  *                  is not posted again (retrans_resend).
  * send budget      USNIC_SENDS_PER_PASS (32) first sends per progress pass
  *                  (opal_btl_usnic_progress_sends), so that a busy sender
- *                  polls its CQs, and takes its peers' ACKs, every 32 posts;
- *                  the priority CQ, which holds the ACKs, is drained each
+ *                  polls its CQ, and takes its peers' ACKs, every 32 posts;
+ *                  the priority receives, the ACKs, are drained each
  *                  pass (opal_btl_usnic_module_progress).  Its peers' ACKs
  *                  then fit its small priority receive queue.
  * ACK cadence      a standalone ACK for every USNIC_ACK_EVERY (16) accepted

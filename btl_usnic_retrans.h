@@ -72,11 +72,11 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
 /* A standalone ACK goes out at the latest after this many accepted datagrams. */
 #define USNIC_ACK_EVERY 16
 
-/* Completions taken from a CQ per poll call. */
+/* Completions taken from the CQ per poll call. */
 #define USNIC_POLL_BATCH 32
 
 /* Segments the send engine posts per progress pass at most, so that a busy
- * sender polls its CQs (and the ACKs its peers send back) at least every
+ * sender polls its CQ (and the ACKs its peers send back) at least every
  * this many sends: its peers' ACKs per pass stay well inside its priority
  * receive queue, and their messages are not left unanswered for a whole
  * window's worth of posts. */
@@ -86,7 +86,7 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
  * microseconds): the oldest unacknowledged segment of such an endpoint is
  * queued for resending.  A timer (re)started since the last check starts at
  * `now`.  backlog: a poll of this pass came back full, so the ACK may be
- * waiting in a CQ; a timer then waits up to one more timeout for the next
+ * waiting in the CQ; a timer then waits up to one more timeout for the next
  * passes to read it.  Returns the number of segments queued. */
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog);
 

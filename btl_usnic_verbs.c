@@ -35,6 +35,7 @@
 
 struct opal_btl_usnic_hwchan {
     struct ibv_cq *cq;
+    bool own_cq;                    /* false: the CQ is another channel's */
     struct ibv_qp *qp;
     uint32_t max_inline;
     const char *dev_name;           /* for messages */
@@ -295,7 +296,7 @@ static void verbs_chan_destroy(opal_btl_usnic_hwchan_t *ch)
     if (NULL != ch->qp) {
         ibv_destroy_qp(ch->qp);
     }
-    if (NULL != ch->cq) {
+    if (NULL != ch->cq && ch->own_cq) {
         ibv_destroy_cq(ch->cq);
     }
     free(ch);
@@ -335,7 +336,8 @@ static struct ibv_qp *create_qp(opal_btl_usnic_pd_t *pd, struct opal_btl_usnic_h
 
 static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
                              const opal_btl_usnic_chan_req_t *req,
-                             opal_btl_usnic_chan_info_t *info, opal_btl_usnic_hwchan_t **out)
+                             opal_btl_usnic_hwchan_t *cq_of, opal_btl_usnic_chan_info_t *info,
+                             opal_btl_usnic_hwchan_t **out)
 {
     struct opal_btl_usnic_hwchan *ch = calloc(1, sizeof(*ch));
     struct ibv_qp_init_attr qia;
@@ -346,7 +348,8 @@ static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     }
     ch->dev_name = req->dev_name;
     *out = ch;
-    ch->cq = ibv_create_cq(CTX(dev), req->cq_num, NULL, NULL, 0);
+    ch->own_cq = NULL == cq_of;
+    ch->cq = ch->own_cq ? ibv_create_cq(CTX(dev), req->cq_num, NULL, NULL, 0) : cq_of->cq;
     if (NULL == ch->cq) {
         opal_show_help("help-mpi-btl-usnic.txt", "create ibv resource failed", true,
                        opal_process_info.nodename, req->dev_name, "ibv_create_cq",

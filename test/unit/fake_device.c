@@ -132,10 +132,12 @@ static uint32_t next_lkey = 0x1000;
 static opal_btl_usnic_mr_t *mr_covering(uint32_t lkey, const void *addr, size_t len);
 static void done_reading(opal_btl_usnic_mr_t *m);
 
-/* A completion, and the send-queue slots it frees when polled. */
+/* A completion, and the send-queue slots it frees (of queue q) when polled. */
 typedef struct {
     opal_btl_usnic_cqe_t cqe;
     int slots;
+    struct opal_btl_usnic_hwchan *q;
+    struct opal_btl_usnic_mr *reads;    /* a held send's second buffer, or NULL */
 } fake_cqe_t;
 
 struct opal_btl_usnic_hwchan {
@@ -148,21 +150,16 @@ struct opal_btl_usnic_hwchan {
     int rq_max;                     /* receive queue depth */
     bool started;
     fifo_t rq;                      /* opal_btl_usnic_recv_seg_t *, posted receive buffers */
-    fifo_t cq;                      /* fake_cqe_t */
+    fifo_t own_cq;                  /* fake_cqe_t; unused when the CQ is another queue's */
+    fifo_t *cq;                     /* where its completions go */
 };
-
-typedef struct {
-    opal_btl_usnic_hwchan_t *chan;
-    fake_cqe_t c;
-    struct opal_btl_usnic_mr *reads;    /* the send's second buffer, or NULL */
-} held_cqe_t;
 
 #define FAKE_MAX_QPS 16
 
 static opal_btl_usnic_hwchan_t *qps[FAKE_MAX_QPS];
 static uint32_t next_qpn = 0x100;
 static fifo_t wire = {NULL, sizeof(fake_dgram_t), 0, 0, 0};
-static fifo_t held = {NULL, sizeof(held_cqe_t), 0, 0, 0};
+static fifo_t held = {NULL, sizeof(fake_cqe_t), 0, 0, 0};
 
 static opal_btl_usnic_hwchan_t *qp_by_num(uint32_t qpn)
 {
@@ -184,7 +181,7 @@ void fake_device_reset(void)
     fifo_fini(&wire);
     fifo_init(&wire, sizeof(fake_dgram_t));
     fifo_fini(&held);
-    fifo_init(&held, sizeof(held_cqe_t));
+    fifo_init(&held, sizeof(fake_cqe_t));
     while (NULL != live_mrs) {
         opal_btl_usnic_mr_t *m = live_mrs;
         live_mrs = m->next;
@@ -284,13 +281,14 @@ fake_rx_result_t fake_deliver_raw(uint32_t qpn, const fake_src_t *src, const voi
         memcpy(rseg->buf + USNIC_GRH_LEN, bytes, len < room ? len : room);
     }
     memset(&c, 0, sizeof(c));
+    c.q = q;
     c.cqe.cookie = &rseg->base;
     c.cqe.status = status;
     c.cqe.code = (int) status;
     c.cqe.len = byte_len;
     c.cqe.src_qp = src->qpn;
     c.cqe.grh = true;
-    fifo_push(&q->cq, &c);
+    fifo_push(q->cq, &c);
     ++fake_dev.rx_delivered;
     return FAKE_RX_OK;
 }
@@ -324,7 +322,7 @@ long fake_qp_rx_posted(uint32_t qpn)
 
 size_t fake_cq_depth(opal_btl_usnic_module_t *module, int channel)
 {
-    return fifo_count(&module->channels[channel].hw->cq);
+    return fifo_count(module->channels[channel].hw->cq);
 }
 
 size_t fake_held_count(void)
@@ -334,17 +332,18 @@ size_t fake_held_count(void)
 
 void fake_release_send_completions(opal_btl_usnic_cqe_status_t first_status)
 {
-    held_cqe_t h;
+    fake_cqe_t h;
     bool first = true;
 
     while (fifo_take(&held, 0, &h)) {
         if (first) {
-            h.c.cqe.status = first_status;
-            h.c.cqe.code = (int) first_status;
+            h.cqe.status = first_status;
+            h.cqe.code = (int) first_status;
             first = false;
         }
         done_reading(h.reads);
-        fifo_push(&h.chan->cq, &h.c);
+        h.reads = NULL;
+        fifo_push(h.q->cq, &h);
     }
 }
 
@@ -472,7 +471,8 @@ static void fake_dereg_mem(opal_btl_usnic_mr_t *mr)
 
 static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
                             const opal_btl_usnic_chan_req_t *req,
-                            opal_btl_usnic_chan_info_t *info, opal_btl_usnic_hwchan_t **out)
+                            opal_btl_usnic_hwchan_t *cq_of, opal_btl_usnic_chan_info_t *info,
+                            opal_btl_usnic_hwchan_t **out)
 {
     opal_btl_usnic_hwchan_t *q;
     int slot = -1;
@@ -492,7 +492,8 @@ static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     q->sq_max = req->sd_num;
     q->rq_max = req->rd_num;
     fifo_init(&q->rq, sizeof(opal_btl_usnic_recv_seg_t *));
-    fifo_init(&q->cq, sizeof(fake_cqe_t));
+    fifo_init(&q->own_cq, sizeof(fake_cqe_t));
+    q->cq = NULL != cq_of ? cq_of->cq : &q->own_cq;
     qps[slot] = q;
     info->qp_num = q->qpn;
     info->sd_num = req->sd_num;
@@ -509,26 +510,36 @@ static int fake_chan_start(opal_btl_usnic_hwchan_t *q)
     return OPAL_SUCCESS;
 }
 
+/* Drop the completions of queue q from fifo f. */
+static void drop_completions_of(fifo_t *f, const opal_btl_usnic_hwchan_t *q)
+{
+    fake_cqe_t c;
+
+    for (size_t i = 0; i < fifo_count(f);) {
+        if (((fake_cqe_t *) fifo_at(f, i))->q == q) {
+            fifo_take(f, i, &c);
+            done_reading(c.reads);
+        } else {
+            ++i;
+        }
+    }
+}
+
 static void fake_chan_destroy(opal_btl_usnic_hwchan_t *q)
 {
-    held_cqe_t h;
-
     for (int i = 0; i < FAKE_MAX_QPS; ++i) {
         if (qps[i] == q) {
             qps[i] = NULL;
         }
     }
-    /* Completions held for this queue go with it. */
-    for (size_t i = 0; i < fifo_count(&held);) {
-        if (((held_cqe_t *) fifo_at(&held, i))->chan == q) {
-            fifo_take(&held, i, &h);
-            done_reading(h.reads);
-        } else {
-            ++i;
-        }
+    /* Its completions go with it, held or on a CQ it shares (as verbs
+     * providers clean a CQ of a destroyed queue pair's entries). */
+    drop_completions_of(&held, q);
+    if (q->cq != &q->own_cq) {
+        drop_completions_of(q->cq, q);
     }
     fifo_fini(&q->rq);
-    fifo_fini(&q->cq);
+    fifo_fini(&q->own_cq);
     free(q);
 }
 
@@ -540,7 +551,7 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
     uint32_t total = len + (NULL != more ? more->len : 0);
     opal_btl_usnic_mr_t *reads = NULL;
     fake_dgram_t d;
-    held_cqe_t h;
+    fake_cqe_t h;
 
     if (fake_dev.fail_post) {
         return OPAL_ERROR;
@@ -592,10 +603,10 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
     }
     ++fake_dev.send_wcs;
     memset(&h, 0, sizeof(h));
-    h.chan = q;
-    h.c.cqe.cookie = cookie;
-    h.c.cqe.status = USNIC_CQE_OK;
-    h.c.slots = q->unsignalled + 1;
+    h.q = q;
+    h.cqe.cookie = cookie;
+    h.cqe.status = USNIC_CQE_OK;
+    h.slots = q->unsignalled + 1;
     q->unsignalled = 0;
     if (fake_dev.hold_send_completions) {
         h.reads = reads;
@@ -604,7 +615,7 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
         }
         fifo_push(&held, &h);
     } else {
-        fifo_push(&q->cq, &h.c);
+        fifo_push(q->cq, &h);
     }
     return OPAL_SUCCESS;
 }
@@ -630,9 +641,9 @@ static int fake_poll(opal_btl_usnic_hwchan_t *q, opal_btl_usnic_cqe_t *cqe, int 
     fake_cqe_t c;
     int n = 0;
 
-    while (n < max && fifo_take(&q->cq, 0, &c)) {
+    while (n < max && fifo_take(q->cq, 0, &c)) {
         opal_btl_usnic_seg_base_t *base = c.cqe.cookie;
-        q->sq_used -= c.slots;
+        c.q->sq_used -= c.slots;
         /* The completion of a frag's segment leads the component to its
          * endpoint: that endpoint must still exist. */
         if (c.slots > 0 && NULL != base && USNIC_SEG_ACK != base->type &&
@@ -646,6 +657,7 @@ static int fake_poll(opal_btl_usnic_hwchan_t *q, opal_btl_usnic_cqe_t *cqe, int 
         cqe[n++] = c.cqe;
     }
     fake_dev.polled += n;
+    ++fake_dev.poll_calls;
     return n;
 }
 

@@ -76,6 +76,7 @@ typedef struct {
     uint64_t rx_delivered;              /* datagrams written into receive buffers */
     uint64_t rx_len_errors;             /* datagrams larger than the receive buffer */
     uint64_t polled;                    /* completions returned by poll */
+    uint64_t poll_calls;                /* calls of poll */
     uint64_t send_wcs;                  /* send completions generated */
     /* send completions handed to the component for a segment whose
      * endpoint endpoint_alive (if set) says was released */

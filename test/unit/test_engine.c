@@ -2746,7 +2746,72 @@ USNIC_TEST(engine_priority_cq_drained_each_pass)
     return 0;
 }
 
-/* The ACK that stops A's retransmit timer is in A's data CQ behind more
+/* Both channels complete on one CQ: a pass polls the device once, with a
+ * fast-path (priority) and a data-channel datagram waiting, and idle. */
+USNIC_TEST(engine_one_poll_per_pass)
+{
+    world_t *w = world_new(78, 79);
+    uint64_t calls;
+
+    check(NULL != w);
+    check(NULL != world_send(w, SIDE_B, 8, SEND_SENDI));
+    check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_B);
+    check_int_eq(STATS(w, SIDE_B)->num_fast_sends, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_frag_sends, 2);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    calls = fake_dev.poll_calls;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.poll_calls - calls, 1);
+    check_int_eq(w->nrx, 2);
+    calls = fake_dev.poll_calls;
+    world_progress(w, SIDE_A);
+    check_int_eq(fake_dev.poll_calls - calls, 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A receiver's own priority send completions do not make it take a whole
+ * backlog of data in one pass: only priority receives (ACKs, which must
+ * not find their small queue empty) do; the ACKs for the data leave after
+ * each batch. */
+USNIC_TEST(engine_data_backlog_one_batch_per_pass)
+{
+    world_t *w = world_new(80, 81);
+    opal_btl_usnic_channel_t *prio;
+
+    check(NULL != w);
+    prio = &w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL];
+    /* A's fast-path sends, one of them signalled: its completion first in A's CQ */
+    fake_dev.hold_send_completions = true;
+    for (int i = 0; i < prio->signal_every; ++i) {
+        check(NULL != world_send(w, SIDE_A, 8, SEND_SENDI));
+    }
+    check(fake_held_count() >= 1);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(USNIC_CQE_OK);
+    /* then more than a batch of B's data */
+    for (int i = 0; i < USNIC_POLL_BATCH + 8; ++i) {
+        check(NULL != world_send(w, SIDE_B, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_B);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    check_int_eq(STATS(w, SIDE_A)->num_total_recvs, 0);
+    world_progress(w, SIDE_A);
+    check(STATS(w, SIDE_A)->num_total_recvs < USNIC_POLL_BATCH);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* The ACK that stops A's retransmit timer is in A's CQ behind more
  * than a poll's batch of B's datagrams when the deadline passes (A was
  * away): A's pass reads one batch, and the timer, instead of expiring on
  * what A has not read yet, waits for the next pass, which finds the ACK. */
