@@ -213,7 +213,8 @@ fi
     echo "  as many iterations as fit the time budget). Latency is half the round trip, the median"
     echo "  over the iterations (perftest: \`t_typical\`, its median). Bandwidth: a window of up"
     echo "  to 64 Isends (at most 4 MiB per window) answered by a 4-byte ack; perftest: the"
-    echo "  receiver's message rate times the size (TX depth 128)."
+    echo "  sender's message rate times the size (TX depth 128), counted only when the receiver,"
+    echo "  with a buffer posted for every message, reports that all of them arrived."
     echo
     if [ "$status_ok" = 1 ] && [ ${#missing[@]} = 0 ]; then
         echo "All benchmarks ran and produced numbers."
