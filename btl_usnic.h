@@ -139,6 +139,7 @@ typedef struct opal_btl_usnic_component_t {
     int gid_index;
     int sd_num;
     int rd_num;
+    int max_send_window;
     int prio_sd_num;
     int prio_rd_num;
     int cq_num;
@@ -197,9 +198,10 @@ static inline double opal_btl_usnic_now_us(void)
 /* Receive window: how far ahead of the next expected sequence a segment
  * is accepted (one bit each).  Bounds any peer's send window. */
 #define USNIC_WINDOW_SIZE 4096
-/* Largest send window.  256 segments of an MTU keep more than a
- * bandwidth-delay product in flight on a LAN; more only lengthens queues in
- * the peer's receive ring (and the retransmits when it overflows). */
+/* Default of btl_usnic_max_send_window, the largest send window.  256
+ * segments of an MTU keep more than a bandwidth-delay product in flight on a
+ * LAN; a larger window helps where ACKs come back late (a receiver that
+ * waits for a CPU) and costs 8 bytes of send table per slot and peer. */
 #define USNIC_TX_WINDOW_MAX 256
 /* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64

@@ -122,7 +122,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     }
     ++module->stats.endpoints;
     account(ep, sizeof(*ep) + USNIC_WINDOW_SIZE / 8);
-    usnic_tx_window_init(&ep->tx, module->isn, USNIC_TX_WINDOW_MAX);
+    usnic_tx_window_init(&ep->tx, module->isn, (uint32_t) usnic_component.max_send_window);
     ep->chan_last_seq[0] = ep->chan_last_seq[1] = ep->tx.ack_seq_rcvd;
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);
     ep->rx_acked = (uint16_t)(remote->isn - 1);
@@ -152,7 +152,7 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
 
 void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers)
 {
-    uint32_t size = USNIC_TX_WINDOW_MAX;
+    uint32_t size = (uint32_t) usnic_component.max_send_window;
 
     /* The peer's priority queue also takes every peer's ACKs: fast-path
      * sends may fill half of this endpoint's share, at least one buffer. */
@@ -165,8 +165,8 @@ void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t n
         size = (uint32_t)(ep->remote.rcv_depth / npeers);
         if (size < USNIC_MIN_WINDOW_SIZE) {
             size = USNIC_MIN_WINDOW_SIZE;
-        } else if (size > USNIC_TX_WINDOW_MAX) {
-            size = USNIC_TX_WINDOW_MAX;
+        } else if (size > (uint32_t) usnic_component.max_send_window) {
+            size = (uint32_t) usnic_component.max_send_window;
         }
     }
     /* Tables already allocated bound the window. */

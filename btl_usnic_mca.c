@@ -110,6 +110,10 @@ int opal_btl_usnic_component_register(void)
             -1, &c->sd_num, OPAL_INFO_LVL_5);
     reg_int("rd_num", "Receive queue depth of the data channel (-1 = min(1024, device "
             "maximum))", -1, &c->rd_num, OPAL_INFO_LVL_5);
+    reg_int("max_send_window", "Most data segments sent to one peer and not yet acknowledged "
+            "(the peer's receive buffers, shared among its peers, bound it too); larger "
+            "windows stream faster where ACKs come back late, and cost 8 bytes per slot and "
+            "peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
     reg_int("prio_sd_num", "Send queue depth of the priority channel (-1 = 127, capped at "
             "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
     reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "
@@ -185,6 +189,8 @@ int opal_btl_usnic_component_register(void)
     ok &= check_range("btl_usnic_gid_index", c->gid_index, -1, 255, "-1, or 0 to 255");
     ok &= check_depth("btl_usnic_sd_num", c->sd_num);
     ok &= check_depth("btl_usnic_rd_num", c->rd_num);
+    ok &= check_range("btl_usnic_max_send_window", c->max_send_window, USNIC_MIN_WINDOW_SIZE,
+                      USNIC_WINDOW_SIZE, "64 to 4096 segments");
     ok &= check_depth("btl_usnic_prio_sd_num", c->prio_sd_num);
     ok &= check_depth("btl_usnic_prio_rd_num", c->prio_rd_num);
     ok &= check_depth("btl_usnic_cq_num", c->cq_num);

@@ -1227,6 +1227,42 @@ USNIC_TEST(engine_sequence_wraparound)
     return 0;
 }
 
+/* btl_usnic_max_send_window above the default: the peer's buffers allow
+ * more, so the window is the parameter's (600, not a power of two: the send
+ * table rounds up), and the stream still delivers everything in order. */
+USNIC_TEST(engine_max_send_window_param)
+{
+    world_t *w = world_new(61000, 0);
+    opal_btl_usnic_endpoint_t *ep;
+
+    check(NULL != w);
+    ep = w->ep[SIDE_A];
+    check((int) ep->remote.rcv_depth > 600);
+    usnic_component.max_send_window = 600;
+    opal_btl_usnic_endpoint_size_window(ep, 1);
+    check_int_eq(ep->tx.size, 600);
+    w->paused = true;
+    for (int i = 0; i < 2000; ++i) {
+        check(NULL != world_send(w, SIDE_A, 64 + (size_t) i % 1000, (send_method_t) (i % 3)));
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    check_int_eq(usnic_tx_window_inflight(&ep->tx), 600);
+    check_int_eq(fake_wire_count(), 600);
+    check_int_eq(ep->tx_mask + 1, 1024);
+    check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, 600);
+    /* more peers later: the peer's buffers bound it again */
+    opal_btl_usnic_endpoint_size_window(ep, 4);
+    check_int_eq(ep->tx.size, ep->remote.rcv_depth / 4);
+    w->paused = false;
+    check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 2000);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    world_fini(w);
+    return 0;
+}
+
 /* More than a window of segments: the sender stops at a full window
  * (USNIC_TX_WINDOW_MAX unacknowledged)
  * and goes on as ACKs come back. */
