@@ -152,7 +152,7 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep)
 
 void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t npeers)
 {
-    uint32_t size = (uint32_t) usnic_component.max_send_window;
+    uint32_t max = (uint32_t) usnic_component.max_send_window, size = max;
 
     /* The peer's priority queue also takes every peer's ACKs: fast-path
      * sends may fill half of this endpoint's share, at least one buffer. */
@@ -165,8 +165,8 @@ void opal_btl_usnic_endpoint_size_window(opal_btl_usnic_endpoint_t *ep, size_t n
         size = (uint32_t)(ep->remote.rcv_depth / npeers);
         if (size < USNIC_MIN_WINDOW_SIZE) {
             size = USNIC_MIN_WINDOW_SIZE;
-        } else if (size > (uint32_t) usnic_component.max_send_window) {
-            size = (uint32_t) usnic_component.max_send_window;
+        } else if (size > max) {
+            size = max;
         }
     }
     /* Tables already allocated bound the window. */

@@ -244,13 +244,13 @@ static int init_registration(opal_btl_usnic_module_t *module)
 
 static int init_channels(opal_btl_usnic_module_t *module, uint32_t prio_mtu, const int depth[4])
 {
+    /* The CQ holds a completion of every receive and send either queue may have posted. */
+    int cq_num = clamp_depth(usnic_component.cq_num, depth[0] + depth[1] + depth[2] + depth[3],
+                             module->limits.max_cqe);
     int rc;
 
-    /* The CQ holds a completion of every receive and send either queue may have posted. */
-    module->cq_num = clamp_depth(usnic_component.cq_num, depth[0] + depth[1] + depth[2] +
-                                 depth[3], module->limits.max_cqe);
-    rc = opal_btl_usnic_channel_init(module, USNIC_PRIORITY_CHANNEL, depth[2], depth[3],
-                                     module->cq_num, NULL, prio_mtu);
+    rc = opal_btl_usnic_channel_init(module, USNIC_PRIORITY_CHANNEL, depth[2], depth[3], cq_num,
+                                     NULL, prio_mtu);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
@@ -266,7 +266,7 @@ static int init_channels(opal_btl_usnic_module_t *module, uint32_t prio_mtu, con
         usnic_verbose(5, "%s: %s: %s channel ready: CQ %d entries (shared), QP %u, send depth "
                       "%d, receive depth %d, MTU %u, inline %u",
                       opal_process_info.nodename, module->dev_name,
-                      USNIC_PRIORITY_CHANNEL == c ? "priority" : "data", module->cq_num,
+                      USNIC_PRIORITY_CHANNEL == c ? "priority" : "data", cq_num,
                       ch->qp_num, ch->sd_num, ch->rd_num, ch->mtu, ch->max_inline);
     }
     return OPAL_SUCCESS;

@@ -88,7 +88,6 @@ typedef struct opal_btl_usnic_module_t {
     /* Both channels complete on one completion queue, the priority channel's:
      * a progress pass polls once. */
     opal_btl_usnic_channel_t channels[USNIC_NUM_CHANNELS];
-    int cq_num;                     /* its entries */
 
     /* payload sizes */
     uint32_t max_frag_payload;      /* PML bytes in one unchunked datagram */
