@@ -137,6 +137,7 @@ typedef struct opal_btl_usnic_component_t {
     bool stats_relative;
     int want_numa_device_assignment;
     int gid_index;
+    int transport;                  /* USNIC_TRANSPORT_*: what carries the datagrams */
     int sd_num;
     int rd_num;
     int max_send_window;

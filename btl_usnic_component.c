@@ -84,7 +84,8 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     c->quiesced = false;
-    c->dev_ops = &opal_btl_usnic_verbs_ops;
+    c->dev_ops = USNIC_TRANSPORT_UDP == c->transport ? &opal_btl_usnic_udp_ops
+                                                     : &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
@@ -349,6 +350,11 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     int num_ports = 0;
 
     c->dev_ops->find_ports(&ports, &num_ports);
+    if (0 == num_ports && USNIC_TRANSPORT_AUTO != c->transport) {
+        opal_show_help("help-mpi-btl-usnic.txt", "no devices for transport", true,
+                       opal_process_info.nodename,
+                       USNIC_TRANSPORT_UDP == c->transport ? "udp" : "verbs");
+    }
     c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
     if (NULL == c->modules) {
         free(ports);

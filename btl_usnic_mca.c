@@ -53,6 +53,33 @@ static int reg_string(const char *name, const char *desc, const char *dflt, char
                                            MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
+/* btl_usnic_transport, by name: what carries the datagrams. */
+static void reg_transport(opal_btl_usnic_component_t *c)
+{
+    static const mca_base_var_enum_value_t values[] = {
+        {USNIC_TRANSPORT_AUTO, "auto"},
+        {USNIC_TRANSPORT_VERBS, "verbs"},
+        {USNIC_TRANSPORT_UDP, "udp"},
+        {0, NULL},
+    };
+    mca_base_var_enum_t *e = NULL;
+
+    c->transport = USNIC_TRANSPORT_AUTO;
+    if (OPAL_SUCCESS != mca_base_var_enum_create("btl_usnic_transport", values, &e)) {
+        return;
+    }
+    mca_base_component_var_register(
+        &usnic_component.super.btl_version, "transport",
+        "What carries usnic's datagrams: \"verbs\" (UD queue pairs of RoCE v2 devices), "
+        "\"udp\" (kernel UDP sockets on every IPv4 interface but the loopback: runs on any IP "
+        "network, without kernel bypass), or \"auto\" (verbs devices where there are any; "
+        "UDP only when asked for, so that usnic never takes over plain IP networks from "
+        "btl/tcp unasked). Every process of a job must use the same",
+        MCA_BASE_VAR_TYPE_INT, e, 0, 0, OPAL_INFO_LVL_2, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->transport);
+    OBJ_RELEASE(e);
+}
+
 /* Report a bad value unless ok; returns ok. */
 static bool check_value(bool ok, const char *name, int value, const char *rule)
 {
@@ -83,6 +110,7 @@ int opal_btl_usnic_component_register(void)
     mca_btl_base_module_t *base = &opal_btl_usnic_module_template.super;
     bool ok = true;
 
+    reg_transport(c);
     reg_int("max_btls", "Maximum number of usnic devices (ports) to use (0 = all)", 0,
             &c->max_btls, OPAL_INFO_LVL_2);
     reg_string("if_include",

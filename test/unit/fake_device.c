@@ -394,6 +394,7 @@ static int fake_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     (void) dev_name;
     limits->max_qp_wr = 16384;
     limits->max_cqe = 65536;
+    limits->pins_memory = true;
     return OPAL_SUCCESS;
 }
 
