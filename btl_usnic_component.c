@@ -320,6 +320,11 @@ static bool module_from_port(opal_btl_usnic_component_t *c, opal_btl_usnic_modul
                        m->gid_index);
         return false;
     }
+    if (port->loopback && (NULL == c->filter || !c->filter_is_include)) {
+        usnic_verbose(5, "%s: %s: the loopback, used only when btl_usnic_if_include names it",
+                      opal_process_info.nodename, m->dev_name);
+        return false;
+    }
     /* Facts first, then the filter: networks need the prefix. */
     if (NULL != c->filter &&
         c->filter_is_include != opal_btl_usnic_filter_match(c->filter, m->dev_name,

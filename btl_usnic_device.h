@@ -48,6 +48,7 @@ typedef struct {
     bool grh_ipv4;                  /* RoCE v2 over IPv4: receives carry an IPv4 header */
     uint32_t port_mtu;              /* active MTU in bytes */
     uint32_t link_speed_mbps;
+    bool loopback;                  /* reaches this host only: used if asked for by name */
 } opal_btl_usnic_port_t;
 
 typedef struct {

@@ -44,7 +44,9 @@
 #define UDP_QKEY_OFF (USNIC_GRH_LEN - UDP_QKEY_LEN)
 /* IPv4 and UDP headers: what a datagram adds on the wire. */
 #define UDP_IP_OVERHEAD 28
-#define UDP_MAX_DATAGRAM 65507
+/* Datagrams of jumbo frames at most: the loopback's 64 KiB would make
+ * every receive buffer as large. */
+#define UDP_MAX_DATAGRAM (9000 - UDP_IP_OVERHEAD)
 /* recvmmsg batch; progress asks for at most this many per poll anyway */
 #define UDP_RECV_BATCH 32
 /* A full socket send buffer or a netfilter refusal (EPERM) passes: the
@@ -113,8 +115,9 @@ static uint32_t link_speed_mbps(const char *ifname)
     return speed > 0 ? (uint32_t) speed : 10000;
 }
 
-/* One port per IPv4 interface that is up and not the loopback: the
- * interface filter is applied to it like to any device. */
+/* One port per IPv4 interface that is up (the loopback too, which the
+ * component uses only when btl_usnic_if_include names it); the interface
+ * filter is applied to them like to any device. */
 static int udp_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
 {
     opal_btl_usnic_port_t *ports = NULL;
@@ -127,7 +130,7 @@ static int udp_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
         int ifmtu = 0;
 
         if (0 != opal_ifindextoaddr(i, (struct sockaddr *) &ss, sizeof(ss)) ||
-            AF_INET != ss.ss_family || opal_ifisloopback(i) ||
+            AF_INET != ss.ss_family ||
             OPAL_SUCCESS != opal_ifindextomtu(i, &ifmtu) ||
             ifmtu <= UDP_IP_OVERHEAD + UDP_QKEY_LEN + USNIC_GRH_LEN + 768) {
             continue;
@@ -157,6 +160,7 @@ static int udp_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
             p->port_mtu = UDP_MAX_DATAGRAM - UDP_QKEY_LEN;
         }
         p->link_speed_mbps = link_speed_mbps(dev->name);
+        p->loopback = opal_ifisloopback(i);
     }
     *ports_out = ports;
     *num_out = n;
@@ -244,16 +248,15 @@ static int size_buffer(int fd, int force_opt, int opt, int want)
 }
 
 /* What one queued datagram of up to mtu bytes costs a socket buffer: the
- * kernel charges the buffer it sits in with its bookkeeping, usually the
- * next power of two above that. */
+ * kernel charges the power-of-two buffer it sits in plus its bookkeeping. */
 static int queued_cost(uint32_t mtu)
 {
     int cost = 1024;
 
-    while ((uint32_t) cost < mtu + UDP_QKEY_LEN + 640) {
+    while ((uint32_t) cost < mtu + UDP_QKEY_LEN + UDP_IP_OVERHEAD + 64) {
         cost *= 2;
     }
-    return cost;
+    return cost + 1024;
 }
 
 static void udp_chan_destroy(opal_btl_usnic_hwchan_t *ch)
