@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Connectivity checker; see btl_usnic_connectivity.h for the design.
  * Threads: checks are created on the main thread and then run on OPAL's

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Connectivity map: with btl_usnic_connectivity_map=<prefix>, each process
  * writes which devices it uses and which peer interfaces each of them

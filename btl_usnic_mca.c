@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * MCA parameters: every knob of the component, with its description and
  * info level, plus the base BTL values (exclusivity, limits, flags, ...)

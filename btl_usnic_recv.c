@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Receive half of the reliability engine.  Nothing in a datagram is used
  * before usnic_pkt_validate() accepted its lengths, the sender is known and

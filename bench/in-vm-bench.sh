@@ -5,6 +5,7 @@
 # Writes into OUTDIR: plan.txt (what was run), raw/ (every benchmark's output; rawud-*.txt
 # are perftest's results in mpibench's line format), status.txt (one line per benchmark:
 # name, exit code, seconds), callgrind/ (optional). Exits non-zero if a benchmark failed.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every benchmark whatever fails, records each exit code (README, Scripts)
 # shellcheck source=/dev/null
 . /run/rxevm/env || exit 2

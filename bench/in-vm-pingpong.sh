@@ -1,5 +1,6 @@
 #!/bin/bash
 # Runs inside the VM (see bench/main-job.sh): ping-pong hostA <-> hostB over usnic.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 # shellcheck source=/dev/null # written by tools/rxe-vm/rxe-vm in the guest
 . /run/rxevm/env

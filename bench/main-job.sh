@@ -4,6 +4,7 @@
 # one rank on hostA and one on hostB over usnic only (--mca btl usnic,self).
 # The per-module statistics printed at the end show that usnic carried the
 # traffic.  Usage: bench/main-job.sh [pingpong options, e.g. -m 1048576]
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * OSU-style ping-pong between ranks 0 and 1: for each size, warm-up
  * round trips, then timed ones; prints half the round-trip time and the

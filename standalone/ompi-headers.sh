@@ -8,6 +8,7 @@
 # installed libopenmpi-dev version, fetched with `apt-get source` (needs deb-src in the apt
 # sources) and thrown away afterwards. OUTDIR/.stamp records what it was made from; with 4.1,
 # whose devel headers are complete, OUTDIR stays empty.
+# SPDX-License-Identifier: BSD-3-Clause
 set -eu
 out=$1; shift
 cfg=

@@ -24,6 +24,7 @@
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
 # "N passed, N failed" and exits non-zero if anything failed.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every step whatever fails, counts the failures (README, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 OUT=$(mktemp) || exit 2

@@ -19,6 +19,7 @@
 #    lintian, which must report no error and no warning;
 #  - leaves the .deb, .dsc, .tar.xz, .buildinfo and .changes in DIR (default
 #    packaging/out/CODENAME, git-ignored; emptied first), where test/vm/t-debpkg.sh finds them.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -64,7 +65,7 @@ if [ "$staged" = 0 ]; then
     rm -rf "$work"
     mkdir -p "$src"
     # the component as it sits in Open MPI's tree, its stand-alone build and its unit tests
-    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md \
+    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md LICENSE \
         standalone test/unit | xargs -0 cp --parents -t "$src"
     cp -r packaging/debian "$src/debian"
     git log -1 --format=%ct > "$work/commit-time"

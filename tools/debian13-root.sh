@@ -22,6 +22,7 @@
 # cached its tree in it); packages added to the list below are
 # installed into the cached root on the next run.
 # tools/rxe-vm/rxe-vm boots over it with RXE_VM_ROOT=$(tools/debian13-root.sh).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=trixie

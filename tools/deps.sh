@@ -5,6 +5,7 @@
 # world with Open MPI 5.0 (tools/debian13-root.sh; both skipped with --no-vm-prepare or
 # USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it only runs one
 # dpkg-query (and the two preparations, fast no-ops once their caches are built).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -45,6 +45,7 @@
 #
 # Exit status 0 when every step passed; otherwise non-zero, with the
 # step that failed and the end of its log.
+# SPDX-License-Identifier: BSD-3-Clause
 
 set -Eeuo pipefail
 export LC_ALL=C

@@ -3,6 +3,7 @@
 # project: the files under .ci/, bench/, test/ and tools/ that end in .sh or start with a bash
 # shebang (logs, build outputs and benchmark results aside). Prints shellcheck's findings and
 # exits non-zero if there are any; test/run-all.sh runs it as an early step.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v shellcheck > /dev/null ||

@@ -3,6 +3,7 @@
 # they receive, print "PROG: OK N messages, B bytes verified" or their mismatches, and per host
 # "PROG: host NAME min_usnic_dgrams_in N": the fewest datagrams the usnic BTL can have
 # delivered on that host for the traffic the program generated between the hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 
 DP_FAILED=0
 

@@ -3,6 +3,7 @@
 # Gives REPO (repo root), WORK (a fresh dir under /tmp, which is one tmpfs shared by hostA,
 # hostB and the root namespace), mpi_build, mpirun_usnic, assertions and netem helpers.
 # shellcheck source=/dev/null # written by tools/rxe-vm/rxe-vm in the guest
+# SPDX-License-Identifier: BSD-3-Clause
 . /run/rxevm/env 2>/dev/null || { echo "lib.sh: not inside rxe-vm (no /run/rxevm/env)" >&2; exit 2; }
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$(mktemp -d /tmp/usnic-vm.XXXXXX) || exit 2

@@ -23,6 +23,7 @@
 #      names no device), and the job stops with the "unable to reach each other" error
 #      instead of hanging.
 # Facts only (README, "Tests read facts"): map files, statistics, help messages, exit codes.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

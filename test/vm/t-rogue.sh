@@ -30,6 +30,7 @@
 # Every job must verify all its data (every byte), keep running during and after the attack
 # and exit 0 with the canary intact; no forged datagram may reach the window, ACK or
 # reassembly counters.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 
