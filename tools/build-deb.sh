@@ -87,7 +87,7 @@ if [ "${ompi_ver%%.*}" != 4 ]; then
         rm -rf "$osrc"
         mkdir -p "$osrc"
         (cd "$osrc" && apt-get -q source "openmpi=$debver" > apt.log 2>&1) ||
-            { tail -n 5 "$osrc/apt.log"; echo "build-deb: apt-get source failed (deb-src lines?)" >&2; exit 1; }
+            { tail -n 5 "$osrc/apt.log"; echo "build-deb: apt-get source openmpi=$debver failed: it needs deb-src entries in the apt sources for this release (and the network)" >&2; exit 1; }
         echo "$debver" > "$osrc/.version"
     fi
     tree=$(find "$osrc" -mindepth 1 -maxdepth 1 -type d -name 'openmpi-*' | head -n 1)
