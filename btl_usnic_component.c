@@ -281,7 +281,7 @@ static bool init_identity(opal_btl_usnic_component_t *c)
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
-    /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */
+    /* Test contract (docs/tests.md, "Test contracts"): t-rogue parses this line's fields. */
     usnic_verbose(10, "fact id host=%s pid=%d sender_id=0x%016" PRIx64, opal_process_info.nodename,
                   (int) getpid(), c->my_hashed_name);
     return true;

@@ -6,7 +6,7 @@
 # are perftest's results in mpibench's line format), status.txt (one line per benchmark:
 # name, exit code, seconds), callgrind/ (optional). Exits non-zero if a benchmark failed.
 # SPDX-License-Identifier: BSD-3-Clause
-set -u    # not -e: runs every benchmark whatever fails, records each exit code (README, Scripts)
+set -u    # not -e: runs every benchmark whatever fails, records each exit code (docs/development.md, Scripts)
 # shellcheck source=/dev/null
 . /run/rxevm/env || exit 2
 mode=$1 runs=$2 callgrind=$3 out=$4
@@ -30,7 +30,7 @@ MR_PAIRS=2
 # perftest): Soft-RoCE does the NIC's work in kernel threads (kworkers), which then preempt a
 # polling process at once. Under the default policy a kworker could wait for a polling
 # process's time slice to end, which put whole 0.3 s measurements of usnic's 8 B ping-pong
-# at 500-740 µs instead of 60-145 (README, Benchmarks); a hardware NIC waits for no CPU.
+# at 500-740 µs instead of 60-145 (docs/benchmarks.md); a hardware NIC waits for no CPU.
 IDLE=(chrt --idle 0)
 {
     echo "mode $mode"

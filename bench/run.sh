@@ -25,7 +25,7 @@
 # Other VM users: run it as `flock /tmp/usnic-vm.lock bench/run.sh` where VM runs must
 # not overlap.
 # SPDX-License-Identifier: BSD-3-Clause
-set -u    # not -e: runs the VM and the report whatever fails, then reports (README, Scripts)
+set -u    # not -e: runs the VM and the report whatever fails, then reports (docs/development.md, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 mode=full runs=7 callgrind=1 outdir=
 while [ $# -gt 0 ]; do

@@ -65,7 +65,7 @@ if [ "$staged" = 0 ]; then
     rm -rf "$work"
     mkdir -p "$src"
     # the component as it sits in Open MPI's tree, its stand-alone build and its unit tests
-    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md LICENSE \
+    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md LICENSE docs \
         standalone test/unit | xargs -0 cp --parents -t "$src"
     cp -r packaging/debian "$src/debian"
     git log -1 --format=%ct > "$work/commit-time"

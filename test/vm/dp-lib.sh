@@ -7,7 +7,7 @@
 
 DP_FAILED=0
 
-# Facts the tests read (README, "Tests read facts"): the "stats final" lines
+# Facts the tests read (docs/tests.md, "Test contracts"): the "stats final" lines
 # ("btl:usnic: stats final HOST DEV: name=value ...", btl_usnic_stats.c) and the connectivity
 # map (btl_usnic_connectivity_map, btl_usnic_map.c), not the prose of verbose messages.
 # final_stat OUT HOST DEV NAME: counter NAME of the first final report of DEV on HOST in OUT
