@@ -86,6 +86,17 @@ echo
 echo "usnic retransmits on this lossless link (its statistics, $runs jobs): $resent resent of $data data"
 echo "datagrams, $per per 10^4 ($timer at the timer, $fast fast; $spur timeouts found spurious and undone)."
 
+# what else ran: the VM's two vCPUs need two host CPUs of their own
+if [ -s "$d/host-load.txt" ]; then
+    awk -v c="$(nproc)" '{ s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+        END { printf "Host load while the VM ran: %.1f-%.1f (mean %.1f) on %d CPUs%s\n", lo, hi, s / n, c,
+              (s / n > 1.5 ? ": other work slowed the emulated hosts, compare ratios only" : "") }' \
+        "$d/host-load.txt"
+fi
+if grep -q 'changed during the run' "$d/component.txt" 2>/dev/null; then
+    echo "WARNING: the installed mca_btl_usnic.so changed during the run ($d/component.txt)"
+fi
+
 # one-line reading against the targets
 l8=$(paired lat 8 8 8) b1=$(paired bw 1048576 "$rbw" 10)
 echo
