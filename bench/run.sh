@@ -80,7 +80,11 @@ echo "run.sh: $mode suite, $runs run(s), results in $out"
 } > "$out/component.txt"
 so_before=$(component "$so")
 # The results are written from inside the guest: the repository is shared read-write.
-if [ "$mode" != full ]; then vm_timeout=$((runs * 300 + 600)); else vm_timeout=$((runs * 900 + 900)); fi
+case $mode in
+    quick) vm_timeout=600 ;;
+    main) vm_timeout=$((runs * 300 + 600)) ;;
+    *) vm_timeout=$((runs * 900 + 900)) ;;
+esac
 export RXE_VM_RW=$PWD RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$vm_timeout}
 # The host's load while the VM runs: other load slows the emulated guest down.
 ( while :; do cut -d' ' -f1 /proc/loadavg >> "$out/host-load.txt"; sleep 20; done ) &
