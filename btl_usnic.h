@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The usnic BTL: reliable messaging for Open MPI over unreliable-datagram
  * verbs queue pairs (usNIC, RoCE, Soft-RoCE).  This header holds what every

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The component: open/close, device discovery and module creation at init,
  * the modex, and the progress function the BML registers.
@@ -281,7 +282,7 @@ static bool init_identity(opal_btl_usnic_component_t *c)
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
-    /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */
+    /* Test contract (docs/tests.md, "Test contracts"): t-rogue parses this line's fields. */
     usnic_verbose(10, "fact id host=%s pid=%d sender_id=0x%016" PRIx64, opal_process_info.nodename,
                   (int) getpid(), c->my_hashed_name);
     return true;

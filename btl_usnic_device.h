@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The device boundary: a table of operations over opaque handles.  The
  * verbs glue (btl_usnic_verbs.c) implements it over libibverbs, the UDP

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * MCA parameters: every knob of the component, with its description and
  * info level, plus the base BTL values (exclusivity, limits, flags, ...)
@@ -189,8 +190,8 @@ int opal_btl_usnic_component_register(void)
     reg_bool("progress_thread", "If true, a thread of usnic's own progresses it every "
              "btl_usnic_progress_thread_interval microseconds, so that ACKs are answered, "
              "retransmissions sent and transfers move on while the application computes "
-             "outside MPI. It sleeps in between; awake it costs some CPU (see README). It "
-             "also turns on Open MPI's internal locking, as for MPI_THREAD_MULTIPLE",
+             "outside MPI. It sleeps in between; awake it costs some CPU (see docs/usage.md). "
+             "It also turns on Open MPI's internal locking, as for MPI_THREAD_MULTIPLE",
              false, &c->progress_thread, OPAL_INFO_LVL_4);
     reg_int("progress_thread_interval", "Microseconds the progress thread sleeps between its "
             "passes (with btl_usnic_progress_thread); keep it well below "

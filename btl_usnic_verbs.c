@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Verbs glue: the device operations (btl_usnic_device.h) over libibverbs:
  * device scan, UD channels, posting and polling, address handles, memory

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * On-the-wire formats.  Plain C, no Open MPI types: the pure protocol code,
  * the unit tests, the fuzzer and the rogue-sender tool all include this.

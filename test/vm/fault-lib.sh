@@ -21,6 +21,7 @@
 #   - the run ended within its bound (a hang is killed at the bound: exit code 124);
 #   - the fault did something (see fault_run's KIND);
 # and prints one summary line per run, "faults: LABEL PROG: ..." (fault_summary: all of them).
+# SPDX-License-Identifier: BSD-3-Clause
 
 # netem_roce HOST NETEM-ARGS...: netem on the RoCE v2 datagrams host A or B sends
 netem_roce() { local x=$1; shift; netem_class "$x" "match ip dport 4791 0xffff" "$@"; }

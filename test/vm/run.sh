@@ -16,6 +16,7 @@
 # test/vm/logs. With RXE_VM_ROOT=$(tools/debian13-root.sh) the VM runs the Debian 13 world
 # (Open MPI 5.0): install the component there first (tools/debian13-root.sh run make -C
 # standalone install); lib.sh adapts the tests to the Open MPI version it finds.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}

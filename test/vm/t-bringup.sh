@@ -6,6 +6,7 @@
 # at the peer's address, i.e. found the peer's modex record (the connectivity map), both
 # channels carry datagrams both ways (the final statistics: fast-path fragments go on the
 # priority channel, chunks on the data channel), every byte arrives and the job completes.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

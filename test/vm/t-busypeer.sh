@@ -22,6 +22,7 @@
 #   e) checker off (btl_usnic_connectivity_check 0): no liveness pings, so the old rule holds:
 #      the busy peer of a) is declared dead; the job must abort with the peer-unreachable
 #      message saying that the pings are not used, within 40 s of the launch.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

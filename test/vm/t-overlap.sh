@@ -13,6 +13,7 @@
 # Both: exit code 0, every byte right, and usnic's counters on hostB reach the datagrams
 # the three messages need.
 # shellcheck disable=SC2015 # pass only prints: "A && pass || dp_fail" is an if-then-else here
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -18,6 +18,7 @@
 # the eager limit go by ob1's RGET, whose data usnic sends from the sender's registered
 # buffer itself (btl_usnic_zero_copy): in run 1 both hosts sent such chunks
 # (num_zcopy_chunks), so every byte checked above also checks the zero-copy path.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -4,6 +4,7 @@
 # variable against the traffic it made, and exits 1 otherwise); with
 # btl_usnic_stats=1 reports are printed every second and once at finalize; with
 # btl_usnic_connectivity_map each process writes a map of its device and its peer.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 mpi_build mpit

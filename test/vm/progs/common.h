@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Shared helpers of the data-path test programs (p2p.c, dtypes.c, flood.c, coll.c, osc.c).
  *
  * - Every rank learns which of the two emulated hosts each rank runs on (host 0 is rank 0's).
