@@ -22,7 +22,7 @@ OUT=$WORK/udp.out
 # (datagrams of the veth MTU less IPv4, UDP and the Q_Key: docs/udp-mode.md)
 dp_run 1 "$OUT" --mca btl_usnic_transport udp --mca btl_usnic_if_include "$RXEVM_NET.0/24" \
     -x USNIC_DP_MTU=$((RXEVM_MTU - 32)) "$WORK/p2p" -s 1,65536 -p pingpong
-if grep -Eq '^p2p: OK [0-9]+ messages' "$OUT"; then pass "udp: every byte verified"
+if grep -aEq '^p2p: OK [0-9]+ messages' "$OUT"; then pass "udp: every byte verified"
 else dp_fail "udp: p2p did not verify its data"; fi
 if [ "$DP_RC" = 0 ]; then pass "udp: exit code 0"; else dp_fail "udp: mpirun exit code $DP_RC"; fi
 for x in A B; do
@@ -34,7 +34,7 @@ for x in A B; do
     else
         dp_fail "udp: host$x veth$x received $got data datagrams, needed ${min:-?}"
     fi
-    grep -q "stats final host$x rxe" "$OUT" && dp_fail "udp: host$x opened its verbs device"
+    grep -aq "stats final host$x rxe" "$OUT" && dp_fail "udp: host$x opened its verbs device"
 done
 
 # b) the transport set per host by a wrapper (5.0's mpirun crashes on per-context -x)
@@ -54,11 +54,11 @@ aborted "$rc" "mismatch"
 for x in A B; do
     y=$([ $x = A ] && echo B || echo A)
     mine=$([ $x = A ] && echo udp || echo verbs) theirs=$([ $x = A ] && echo verbs || echo udp)
-    if grep -A1 -E "This host: host$x, transport $mine" "$OUT" |
+    if grep -a -A1 -E "This host: host$x, transport $mine" "$OUT" |
         grep -Eq "Peer host: host$y, transport $theirs"; then
         pass "mismatch: host$x names its transport ($mine) and host$y's ($theirs)"
-    elif grep -q "Two processes of this job use the usnic BTL over different" "$OUT" &&
-        grep -Eq "This host: host$y, transport $theirs" "$OUT"; then
+    elif grep -aq "Two processes of this job use the usnic BTL over different" "$OUT" &&
+        grep -aEq "This host: host$y, transport $theirs" "$OUT"; then
         pass "mismatch: host$x's message folded into host$y's (show_help aggregation)"
     else
         dp_fail "mismatch: no 'transport mismatch' message from host$x"
