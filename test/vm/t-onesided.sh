@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 600
+# world: native
 # One-sided MPI as the OSU benchmarks do it (progs/onesided.c: put/get latency with lock/flush
 # and with fence, put/get bandwidth windows, accumulate, get_accumulate, fetch-and-op and
 # compare-and-swap at 64 and 32 bit, all ranks contending on one counter), over
