@@ -24,22 +24,25 @@
 
 # netem_roce HOST NETEM-ARGS...: netem on the data-path datagrams host X sends: RoCE v2 in the
 # VM; in the native world (usnic over UDP, every socket on an ephemeral port) every UDP
-# datagram but the connectivity checker's, which a filter of higher priority sends to the
-# plain band by its magic (btl_usnic_wire.h: USNIC_CONN_MAGIC_PING/ACK, host order on x86,
-# both with the bytes "insu" at payload offset 4, i.e. at IPv4 offset 32)
+# datagram but the connectivity checker's, which are let pass by their magic
+# (btl_usnic_wire.h: USNIC_CONN_MAGIC_PING/ACK, host order on x86, both with the bytes "insu"
+# at UDP payload offset 4)
 netem_roce() {
     local x=$1; shift
     if [ "$WORLD" = native ]; then
-        NETEM_SKIP="match u32 0x696e7375 0xffffffff at 32" netem_class "$x" "" "$@"
+        nft_fault "$x" skip "$@"
     else
         netem_class "$x" "match ip dport 4791 0xffff" "$@"
     fi
 }
 # netem_udp HOST NETEM-ARGS...: netem on every UDP datagram host X sends (the data path and the
 # connectivity checker's pings; TCP passes)
-netem_udp() { local x=$1; shift; netem_class "$x" "" "$@"; }
+netem_udp() {
+    local x=$1; shift
+    if [ "$WORLD" = native ]; then nft_fault "$x" all "$@"; else netem_class "$x" "" "$@"; fi
+}
 # netem_class HOST "MORE-U32-MATCHES" NETEM-ARGS...: netem on what host sends of UDP that
-# also matches the given u32 matches (and, with NETEM_SKIP="U32-MATCHES", not those)
+# also matches the given u32 matches (VM)
 netem_class() {
     local x=$1 ns=ns$1 dev=veth$1 more=$2
     shift 2
@@ -48,23 +51,66 @@ netem_class() {
         priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 || fail "netem $x: prio qdisc"
     ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:3 handle 30: netem "$@" ||
         fail "netem $x: netem $*"
-    if [ -n "${NETEM_SKIP:-}" ]; then
-        # shellcheck disable=SC2086 # a list of words
-        ip netns exec "$ns" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
-            match ip protocol 17 0xff $NETEM_SKIP flowid 1:2 || fail "netem $x: u32 skip filter"
-    fi
     # shellcheck disable=SC2086 # $more is a list of words
-    ip netns exec "$ns" tc filter add dev "$dev" parent 1: protocol ip prio 2 u32 \
+    ip netns exec "$ns" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
         match ip protocol 17 0xff $more flowid 1:3 || fail "netem $x: u32 filter"
+}
+# The native world's kernel may have no netem (this machine's has none, nor prio or u32):
+# there the impairment is an nftables rule on the egress hook of host X's veth (table netdev
+# usnic_fault), which drops the chosen share of the UDP datagrams the host sends after the
+# socket took them, as the wire would (a drop on the output hook would fail the send with
+# EPERM, which the UDP device retries), with named counters "passed" and "dropped"
+# (netem_stats). Only loss (and no impairment:
+# `delay 0ms`, `loss 0%`) can be done this way; the tests of reordering, duplication and
+# corruption run in the VM.
+# nft_fault HOST skip|all NETEM-ARGS...: (re)write host X's rule, counters kept
+nft_fault() {
+    local x=$1 what=$2 per10k=0 skiprule=""
+    shift 2
+    case "$*" in
+        "delay 0ms") ;;
+        "loss "[0-9]*%)
+            per10k=$(awk -v p="${2%\%}" 'BEGIN { printf "%d", p * 100 + 0.5 }') ;;
+        *) fail "netem $x: '$*' cannot be done with nftables (native world: loss only)" ;;
+    esac
+    [ "$what" = skip ] &&
+        skiprule="add rule netdev usnic_fault out meta protocol ip meta l4proto udp @th,96,32 0x696e7375 accept"
+    ip netns exec "ns$x" nft -f - <<NFT || fail "netem $x: nft ($*)"
+table netdev usnic_fault {
+    counter passed { }
+    counter dropped { }
+    chain out { type filter hook egress device "veth$x" priority 0; policy accept; }
+}
+flush chain netdev usnic_fault out
+$skiprule
+add rule netdev usnic_fault out meta protocol ip meta l4proto udp numgen random mod 10000 lt $per10k counter name "dropped" drop
+add rule netdev usnic_fault out meta protocol ip meta l4proto udp counter name "passed"
+NFT
+}
+# nft_counter HOST NAME: packets of counter NAME of host X's fault rule (0 if none)
+nft_counter() {
+    local n
+    n=$(ip netns exec "ns$1" nft list counter netdev usnic_fault "$2" 2>/dev/null |
+        sed -nE 's/.*packets ([0-9]+).*/\1/p' | head -n 1)
+    echo "${n:-0}"
 }
 # netem_change HOST NETEM-ARGS...: new impairment (all of it: what is not given is off) for
 # the netem of netem_roce / netem_udp on HOST. Use this, not netem_roce / netem_udp / netem_clear,
 # while usnic traffic flows: grafting or deleting a root qdisc under traffic makes rxe fail a
 # send and put the sending UD queue pair into the error state (send_err counts it), and usnic
-# then aborts the job ("A queue pair of the usnic BTL stopped working")
+# then aborts the job ("A queue pair of the usnic BTL stopped working"). (Native world: the
+# rule is rewritten, its counters kept, and whether it spares the checker's datagrams too.)
 netem_change() {
     local x=$1
     shift
+    if [ "$WORLD" = native ]; then
+        if ip netns exec "ns$x" nft list chain netdev usnic_fault out 2>/dev/null | grep -q 0x696e7375; then
+            nft_fault "$x" skip "$@"
+        else
+            nft_fault "$x" all "$@"
+        fi
+        return
+    fi
     ip netns exec "ns$x" tc qdisc change dev "veth$x" parent 1:3 handle 30: netem "$@" ||
         fail "netem_change $x $*"
 }
@@ -78,6 +124,10 @@ netem_roce_both() { local x; for x in "${HOSTS[@]}"; do netem_roce "$x" "$@"; do
 # netem_stats HOST: "PACKETS DROPPED": what the netem of netem_roce / netem_udp on HOST has
 # let through and dropped so far ("0 0" if there is none)
 netem_stats() {
+    if [ "$WORLD" = native ]; then
+        echo "$(nft_counter "$1" passed) $(nft_counter "$1" dropped)"
+        return
+    fi
     ip netns exec "ns$1" tc -s qdisc show dev "veth$1" 2>/dev/null | awk '
         /^qdisc netem 30:/ { on = 1; next }
         /^qdisc / { on = 0 }

@@ -143,12 +143,17 @@ need_pairs() {
 # netem_clear: remove them from every host and pair (the runner also does this after every test)
 netem() {
     local x=$1; shift
+    [ "$WORLD" = native ] && fail "netem: no netem in the native world (fault-lib.sh: netem_roce, netem_udp)"
     ip netns exec "ns${x%2}" tc qdisc replace dev "veth$x" root netem "$@" || fail "netem $x $*"
 }
 netem_both() { netem A "$@"; netem B "$@"; }
 netem_clear() {
     local x
-    for x in "${HOSTS[@]}"; do ip netns exec "ns$x" tc qdisc del dev "veth$x" root 2>/dev/null; done
+    for x in "${HOSTS[@]}"; do
+        ip netns exec "ns$x" tc qdisc del dev "veth$x" root 2>/dev/null
+        # the native world's impairments (fault-lib.sh: nft_fault)
+        [ "$WORLD" = native ] && ip netns exec "ns$x" nft delete table netdev usnic_fault 2>/dev/null
+    done
     if [ "${RXEVM_PAIRS:-1}" -ge 2 ]; then
         for x in A B; do ip netns exec "ns$x" tc qdisc del dev "veth${x}2" root 2>/dev/null; done
     fi

@@ -1,6 +1,5 @@
 #!/bin/bash
 # vm-timeout: 660
-# world: native
 # Reliability under reordering, duplication, corruption and a mix of them, on RoCE v2
 # datagrams only (fault-lib.sh's netem_roce) and in BOTH directions at once:
 #   reorder     delay 1ms reorder 25% 50%: a quarter of the datagrams (correlated) overtake
