@@ -30,6 +30,7 @@
 netem_roce() {
     local x=$1; shift
     if [ "$WORLD" = native ]; then
+        nft_clear "$x"
         nft_fault "$x" skip "$@"
     else
         netem_class "$x" "match ip dport 4791 0xffff" "$@"
@@ -39,7 +40,8 @@ netem_roce() {
 # connectivity checker's pings; TCP passes)
 netem_udp() {
     local x=$1; shift
-    if [ "$WORLD" = native ]; then nft_fault "$x" all "$@"; else netem_class "$x" "" "$@"; fi
+    if [ "$WORLD" = native ]; then nft_clear "$x"; nft_fault "$x" all "$@"
+    else netem_class "$x" "" "$@"; fi
 }
 # netem_class HOST "MORE-U32-MATCHES" NETEM-ARGS...: netem on what host sends of UDP that
 # also matches the given u32 matches (VM)
@@ -65,7 +67,7 @@ netem_class() {
 # corruption run in the VM.
 # nft_fault HOST skip|all NETEM-ARGS...: (re)write host X's rule, counters kept
 nft_fault() {
-    local x=$1 what=$2 per10k=0 skiprule=""
+    local x=$1 what=$2 per10k=0 skiprule="" drop
     shift 2
     case "$*" in
         "delay 0ms") ;;
@@ -75,6 +77,9 @@ nft_fault() {
     esac
     [ "$what" = skip ] &&
         skiprule="add rule netdev usnic_fault out meta protocol ip meta l4proto udp @th,96,32 0x696e7375 accept"
+    # (nft refuses a comparison that always holds: 100% is a plain drop)
+    drop="numgen random mod 10000 lt $per10k"
+    [ "$per10k" -ge 10000 ] && drop=""
     ip netns exec "ns$x" nft -f - <<NFT || fail "netem $x: nft ($*)"
 table netdev usnic_fault {
     counter passed { }
@@ -83,10 +88,12 @@ table netdev usnic_fault {
 }
 flush chain netdev usnic_fault out
 $skiprule
-add rule netdev usnic_fault out meta protocol ip meta l4proto udp numgen random mod 10000 lt $per10k counter name "dropped" drop
+add rule netdev usnic_fault out meta protocol ip meta l4proto udp $drop counter name "dropped" drop
 add rule netdev usnic_fault out meta protocol ip meta l4proto udp counter name "passed"
 NFT
 }
+# nft_clear HOST: no rule and no counters on host X (a new netem starts from zero)
+nft_clear() { ip netns exec "ns$1" nft delete table netdev usnic_fault 2>/dev/null; return 0; }
 # nft_counter HOST NAME: packets of counter NAME of host X's fault rule (0 if none)
 nft_counter() {
     local n
