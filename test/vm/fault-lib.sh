@@ -143,11 +143,11 @@ netem_stats() {
         END { sub(",", "", d); print p + 0, d + 0 }'
 }
 
-# fault_sums OUT: shell assignments A_<counter>=SUM and B_<counter>=SUM of every counter of the
-# "stats final" lines in OUT, summed over the processes of hostA and hostB (max_* fields: the
-# largest), and A_procs / B_procs (number of lines)
+# fault_sums OUT: shell assignments X_<counter>=SUM (X = A, B, ...) of every counter of the
+# "stats final" lines in OUT, summed over the processes of hostX (max_* fields: the largest),
+# and X_procs (number of lines; A_procs and B_procs always)
 fault_sums() {
-    grep -E "btl:usnic: stats final host[AB] " "$1" | awk '
+    grep -E "btl:usnic: stats final host[A-H] " "$1" | awk '
         { for (i = 1; i <= NF; i++) if ($i == "final") h = substr($(i + 1), 5, 1)
           procs[h]++
           for (i = 1; i <= NF; i++) {
@@ -157,7 +157,8 @@ fault_sums() {
               else v[k] += kv[2]
           } }
         END { for (k in keys) printf "%s=%d\n", k, v[k]
-              printf "A_procs=%d\nB_procs=%d\n", procs["A"], procs["B"] }'
+              printf "A_procs=%d\nB_procs=%d\n", procs["A"], procs["B"]
+              for (h in procs) if (h != "A" && h != "B") printf "%s_procs=%d\n", h, procs[h] }'
 }
 
 # pct N D: 100 * N / D with one decimal (D > 0), e.g. "9.8"
