@@ -22,7 +22,7 @@ set -u
 # rdma_check N OUT: the emulated GET/atomic counters of the run with N ranks per host
 rdma_check() {
     local n=$1 out=$2 x started served
-    for x in A B; do
+    for x in $(job_hosts); do
         read -r started served <<< "$(grep -E "btl:usnic: stats final host$x " "$out" | awk '
             { for (i = 1; i <= NF; i++) {
                   split($i, kv, "=")
