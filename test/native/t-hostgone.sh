@@ -14,7 +14,10 @@
 # before the removal, so the message must appear no sooner than 8 s and at most
 # 1.25 x 8 s + MARGIN after it. MARGIN (3 s) is for a 2-core host shared with other jobs:
 # the progress of a rank that is descheduled, and the message's way to mpirun's output
-# (measured: see docs/native-world.md). The job must then end within 30 s more.
+# (measured: see docs/native-world.md). Then every rank on the hosts still reachable (hostA,
+# hostB, hostC) must end within 30 s. mpirun itself is not required to exit: Open MPI 4.1.4's
+# mpirun keeps waiting for its daemon on the vanished host (seen: still running 30 s after
+# the message), so the test stops it and what was left on hostD.
 # hostD's veth is made again afterwards (the same names, for the tests that follow).
 set -u
 . "$(dirname "$0")/../vm/lib.sh"
@@ -45,27 +48,42 @@ sleep 5
 ip -n "ns$G" link del "veth$G" || fail "could not delete veth$G"
 t0=$EPOCHREALTIME
 echo "== $(date +%T) veth$G deleted: host$G is off the network"
-# when the message appears (its first line), then the end of the job
-tmsg=
-while kill -0 "$JOB" 2>/dev/null; do
+# ranks_left: the job's ranks on the hosts still reachable
+ranks_left() {
+    local x p n=0
+    for x in "${HOSTS[@]}"; do
+        [ "$x" = "$G" ] && continue
+        for p in $(ip netns pids "ns$x"); do
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pingloop ] && n=$((n + 1))
+        done
+    done
+    echo "$n"
+}
+# when the message appears (its first line), then when the ranks of the reachable hosts end
+tmsg="" tend=""
+for _ in $(seq 600); do
     if [ -z "$tmsg" ] && grep -q "^The usnic BTL has been retransmitting to a peer that has not" "$OUT"; then
         tmsg=$(elapsed "$t0")
         echo "== peer-unreachable message ${tmsg}s after the removal"
     fi
+    if [ "$(ranks_left)" = 0 ]; then tend=$(elapsed "$t0"); break; fi
     [ -n "$tmsg" ] && ! lt "$(elapsed "$t0")" "$(awk -v m="$tmsg" 'BEGIN { print m + 30 }')" && break
+    kill -0 "$JOB" 2>/dev/null || break
     sleep 0.2
 done
+[ -z "$tend" ] && [ "$(ranks_left)" = 0 ] && tend=$(elapsed "$t0")
 if kill -0 "$JOB" 2>/dev/null; then
-    tend=
+    sleep 2
+    kill -0 "$JOB" 2>/dev/null && echo "== mpirun still runs (waiting for host$G's daemon): stopped"
     kill -TERM "$JOB" 2>/dev/null
-else
-    tend=$(elapsed "$t0")
 fi
 wait "$JOB"; rc=$?
+for p in $(ip netns pids "ns$G"); do kill -KILL "$p" 2>/dev/null; done
 [ -n "$tmsg" ] || { grep -q "^The usnic BTL has been retransmitting to a peer that has not" "$OUT" &&
     tmsg=$(elapsed "$t0"); }
 cat "$OUT"
-echo "== mpirun exit code $rc; message after ${tmsg:-?}s, job ended after ${tend:-?}s"
+echo "== mpirun exit code $rc; message after ${tmsg:-?}s, the reachable hosts' ranks ended after ${tend:-?}s"
+# (a job stopped here has mpirun's exit code for SIGTERM: not a success)
 aborted "$rc" "host$G removed"
 if [ -z "$tmsg" ]; then
     dp_fail "no peer-unreachable message from usnic"
@@ -75,13 +93,13 @@ else
     elif lt "$hi" "$tmsg"; then dp_fail "the message came ${tmsg}s after the removal (bound ${hi}s)"
     else pass "usnic's peer-unreachable message ${tmsg}s after the removal (${PT}s to ${hi}s)"; fi
 fi
-if [ -z "$tend" ]; then dp_fail "the job did not end within 30 s of the message (hang?)"
-else pass "the job ended ${tend}s after the removal"; fi
+if [ -z "$tend" ]; then dp_fail "ranks on the reachable hosts still ran 30 s after the message (hang?)"
+else pass "the ranks on the reachable hosts ended ${tend}s after the removal"; fi
 # hostB's report about hostD: the one that must be there
 dev=$(dev_of B) ipd=RXEVM_IP_$G
-if awk -v d="$dev" -v g="host$G" -v a="${!ipd}/24," '
+if awk -v d="$dev" -v g="host$G" -v a="${!ipd}/24" '
         /^ *Local host:/ { lh = $3 } /^ *Local device:/ { ld = $3 }
-        /^ *Peer host:/ { ph = $3 } /^ *Peer address:/ { pa = $3 }
+        /^ *Peer host:/ { ph = $3 } /^ *Peer address:/ { pa = $3; sub(",$", "", pa) }
         /^ *Timeout:/ { to = $2 } /^ *Liveness pings:/ { lp = $0
             if (lh == "hostB" && ld == d && ph == g && pa == a) { found = 1; t = to; l = lp } }
         END { if (!found) exit 1; print t; print l }' "$OUT" > "$WORK/report"; then

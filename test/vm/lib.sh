@@ -45,7 +45,10 @@ else
     MPIRUN_WORLD=(--mca oob_tcp_if_include "$RXEVM_NET.0/24")
 fi
 # The native world has no RDMA device: usnic runs over kernel UDP (its device is the netdev).
-[ "$WORLD" = native ] && MPIRUN_WORLD+=(--mca btl_usnic_transport udp)
+# Its hosts share this machine's CPUs (2 here) while mpirun sees a slot per rank on each: idle
+# ranks yield, as Open MPI makes them do itself on a node it knows to be oversubscribed (8
+# ranks of t-onesided spinning on 2 CPUs took more than 300 s without it).
+[ "$WORLD" = native ] && MPIRUN_WORLD+=(--mca btl_usnic_transport udp --mca mpi_yield_when_idle 1)
 
 # dev_of X: the name usnic gives host X's (first) device: rxeX in the VM, vethX natively
 dev_of() { local v=RXEVM_DEV_$1; echo "${!v}"; }

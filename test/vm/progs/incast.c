@@ -71,6 +71,9 @@ static void incast(size_t size, int recv, bool late)
             MPI_Barrier(MPI_COMM_WORLD);
         }
         MPI_Waitall(burst, req, MPI_STATUSES_IGNORE);
+        /* the next size's sends would match this size's receives still open at recv (they
+         * take any source and tag) */
+        MPI_Barrier(MPI_COMM_WORLD);
         free(req);
         free(buf);
         return;
@@ -134,6 +137,7 @@ static void incast(size_t size, int recv, bool late)
                     late ? "late" : "preposted", seen[s], s, burst);
         }
     }
+    MPI_Barrier(MPI_COMM_WORLD);
     free(seen);
     free(buf);
     free(req);
