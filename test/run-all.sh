@@ -21,6 +21,8 @@
 #   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
 #             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
+#   nbench    bench/native.sh --quick       (native-world benchmark smoke run: usnic over UDP,
+#             tcp, raw UDP; results in bench/results/native-smoke)
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
 # "N passed, N failed" and exits non-zero if anything failed.
@@ -74,6 +76,7 @@ step vm test/vm/run.sh
 step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
     test/vm/run.sh "${VM5_TESTS[@]}"
 step bench bench/run.sh --quick --out bench/results/smoke
+step nbench bench/native.sh --quick --out bench/results/native-smoke
 
 echo "=== summary"
 printf '%s\n' "${table[@]}"
