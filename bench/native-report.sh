@@ -350,24 +350,27 @@ lossless=$(stats_sum "$out/raw/usnic-p2p-r*.txt $out/raw/usnic-mr[14]-r*.txt $ou
             echo "| $k | $d | $rs | $(per10k "$rs" "$d") | $ti | $fa | $du | $to |"
         done
         echo
-        echo "Per size (mpibench's MPI_T counters around each size, warm-up included, summed over"
-        echo "ranks and rounds):"
+        echo "Per job and size (mpibench's MPI_T counters around each size, warm-up included,"
+        echo "summed over ranks and rounds; \`win full\`: segments that filled their send window):"
         echo
-        echo "| test | size | data | resent | per 10^4 | timer | fast | dups | win full |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-        { cat "$out"/raw/usnic-*-r[0-9]*.txt 2>/dev/null || true; } | awk '
-            $1 == "usnic" && $2 ~ /^(lat|bw|mr|a2a)$/ {
-                k = $2 " " $3
+        echo "| job | test | size | data | resent | per 10^4 | timer | fast | dups | win full |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        for f in "$out"/raw/usnic-*-r[0-9]*.txt; do
+            [ -e "$f" ] || continue
+            j=${f##*/usnic-}
+            awk -v job="${j%-r*}" '$1 == "usnic" && $2 ~ /^(lat|bw|mr|a2a)$/ { print job, $0 }' "$f"
+        done | awk '
+            {
+                k = $1 " " $3 " " $4
                 if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-                for (i = 4; i <= NF; i++) if (split($i, kv, "=") == 2) v[k, kv[1]] += kv[2] }
+                for (i = 5; i <= NF; i++) if (split($i, kv, "=") == 2) v[k, kv[1]] += kv[2] }
             END {
                 for (i = 1; i <= n; i++) {
                     k = order[i]; split(k, p, " ")
-                    printf "| %s | %s | %d | %d | %.2f | %d | %d | %d | %d |\n", p[1], p[2], v[k, "data"],
-                           v[k, "resends"], v[k, "data"] ? 1e4 * v[k, "resends"] / v[k, "data"] : 0,
+                    printf "| %s | %s | %s | %d | %d | %.2f | %d | %d | %d | %d |\n", p[1], p[2], p[3],
+                           v[k, "data"], v[k, "resends"],
+                           v[k, "data"] ? 1e4 * v[k, "resends"] / v[k, "data"] : 0,
                            v[k, "timer"], v[k, "fast"], v[k, "dups"], v[k, "wfull"] } }'
-        echo
-        echo "(the bwloss jobs' sizes are in the \`bw\` rows too: see the job table for lossless figures)"
     fi
     echo
     echo "## Raw UDP: what was lost"

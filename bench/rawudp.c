@@ -22,7 +22,8 @@
  *        largest UDP payload, beyond that a sequence of full datagrams (the last
  *        one partial); the reply, the same size, starts after the last datagram
  *        has arrived.  Half the round trip, as mpibench.  A round trip that
- *        loses a datagram is retried after 100 ms (counted: "retries").
+ *        receives nothing for 50 ms is retried (counted: "retries"; on this
+ *        lossless path a peer that got no CPU for that long).
  *   bw   a stream of messages of SIZE bytes (datagrams as for lat) for the time
  *        budget; the receiver counts what arrived and acknowledges the highest
  *        sequence number it has seen; the sender keeps at most WINDOW datagrams
@@ -63,7 +64,7 @@
 #define MAX_WINDOW 4096
 #define MAX_SIZES 64
 #define HDR 8
-#define RETRY_NS 100000000LL   /* a lost ping-pong datagram: retry after 100 ms */
+#define RETRY_NS 50000000LL    /* a lost ping-pong datagram: retry after 50 ms */
 #define STALL_NS 200000000LL   /* no ACK for 200 ms: the window is written off (lost) */
 #define ACK_IDLE_NS 20000LL    /* the receiver acknowledges a pause of 20 us */
 
@@ -371,10 +372,11 @@ static long round_trip(struct session *s, size_t size, uint32_t iter, struct rx_
     struct mmsghdr m[BATCH];
     struct iovec iov[BATCH];
     long retries = 0;
-    long long t = now_ns();
+    long long t;
 
     rx_reset(r, iter);
     send_message(s, size, iter);
+    t = now_ns();
     for (;;) {
         int k = recv_some(s->udp, m, post_rx(s, m, iov, r->got, r->want));
 
