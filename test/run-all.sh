@@ -28,6 +28,8 @@
 #   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
 #             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
+#   nbench    bench/native.sh --quick       (native-world benchmark smoke run: usnic over UDP,
+#             tcp, raw UDP; results in bench/results/native-smoke)
 # Before the first step it prints each step's expected time: what the last run on this machine
 # took (USNIC_RUN_TIMES, default ~/.cache/usnic-run-all.times, written at the end of every
 # run), else a default measured on an idle 2-core machine; the summary sets them beside the
@@ -116,6 +118,7 @@ step vm test/vm/run.sh
 step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
     test/vm/run.sh "${VM5_TESTS[@]}"
 step bench bench/run.sh --quick --out bench/results/smoke
+step nbench bench/native.sh --quick --out bench/results/native-smoke
 
 echo "=== summary (step, result, time taken, expected)"
 printf '%s\n' "${table[@]}"
