@@ -47,6 +47,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->mem_bytes = 0;
     ep->rx_bits = NULL;
     ep->rx_frags = NULL;
+    ep->rx_frags_busy = 0;
     ep->rx_unacked = 0;
     ep->ack_urgent = false;
     ep->ack_hold_until_us = 0;
@@ -150,6 +151,46 @@ void opal_btl_usnic_tx_tables_fini(opal_btl_usnic_module_t *m)
         }
         m->tx_tables_cached[c] = 0;
     }
+    while (NULL != m->rx_frags_free) {
+        usnic_rx_frag_t *f = m->rx_frags_free;
+        m->rx_frags_free = (usnic_rx_frag_t *) f[0].buf;
+        m->stats.reassembly_bytes -= USNIC_RX_FRAG_SLOTS * sizeof(*f);
+        free(f);
+    }
+    m->rx_frags_cached = 0;
+}
+
+usnic_rx_frag_t *opal_btl_usnic_rx_frags_get(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *m = ep->module;
+    usnic_rx_frag_t *f = m->rx_frags_free;
+
+    if (NULL != f) {
+        /* (a free array links to the next through its first slot's buf) */
+        m->rx_frags_free = (usnic_rx_frag_t *) f[0].buf;
+        f[0].buf = NULL;
+        --m->rx_frags_cached;
+    } else if (NULL != (f = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*f)))) {
+        m->stats.reassembly_bytes += USNIC_RX_FRAG_SLOTS * sizeof(*f);
+    }
+    ep->rx_frags = f;
+    return f;
+}
+
+void opal_btl_usnic_rx_frags_put(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *m = ep->module;
+    usnic_rx_frag_t *f = ep->rx_frags;
+
+    ep->rx_frags = NULL;
+    if (m->rx_frags_cached >= USNIC_TX_TABLE_KEEP) {
+        m->stats.reassembly_bytes -= USNIC_RX_FRAG_SLOTS * sizeof(*f);
+        free(f);
+        return;
+    }
+    f[0].buf = (uint8_t *) m->rx_frags_free;
+    m->rx_frags_free = f;
+    ++m->rx_frags_cached;
 }
 
 static void set_slots(opal_btl_usnic_endpoint_t *ep, uint32_t slots)
@@ -236,6 +277,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
                 free(ep->rx_frags[i].buf);
             }
         }
+        ep->module->stats.reassembly_bytes -= USNIC_RX_FRAG_SLOTS * sizeof(*ep->rx_frags);
         free(ep->rx_frags);
     }
     opal_btl_usnic_liveness_release(ep);

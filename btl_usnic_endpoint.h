@@ -106,7 +106,9 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rx_dup_seq;                /* with USNIC_ACK_DUP_SEEN: the duplicate */
     bool rx_filled;                     /* rx_filled_seq: the last resend that filled a hole */
     uint16_t rx_filled_seq;
-    usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
+    usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, from the module's pool while
+                                         * a fragment is being put together */
+    uint32_t rx_frags_busy;             /* slots with a fragment in progress */
 
     bool exiting;
     bool failed;
@@ -138,8 +140,14 @@ int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep);
 bool opal_btl_usnic_endpoint_tx_grow(opal_btl_usnic_endpoint_t *ep, uint16_t seq);
 /* Nothing in flight: the table goes back to the pool. */
 void opal_btl_usnic_endpoint_tx_release(opal_btl_usnic_endpoint_t *ep);
-/* Free the module's pooled tables (teardown). */
+/* Free the module's pooled tables and reassembly slots (teardown). */
 void opal_btl_usnic_tx_tables_fini(struct opal_btl_usnic_module_t *module);
+
+/* Reassembly slots for ep's first chunk in progress (NULL if memory is
+ * short), and back to the pool when no fragment is in progress: like the
+ * send tables, held only while in use. */
+usnic_rx_frag_t *opal_btl_usnic_rx_frags_get(opal_btl_usnic_endpoint_t *ep);
+void opal_btl_usnic_rx_frags_put(opal_btl_usnic_endpoint_t *ep);
 
 static inline int opal_btl_usnic_endpoint_tx_ready(opal_btl_usnic_endpoint_t *ep)
 {

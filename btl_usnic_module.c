@@ -327,6 +327,8 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
     memset(module->tx_tables_free, 0, sizeof(module->tx_tables_free));
     memset(module->tx_tables_cached, 0, sizeof(module->tx_tables_cached));
+    module->rx_frags_free = NULL;
+    module->rx_frags_cached = 0;
     opal_btl_usnic_rdma_init(module);
 }
 

@@ -71,6 +71,7 @@ typedef struct {
     uint64_t endpoints;                 /* endpoints now */
     uint64_t endpoint_bytes;            /* memory they hold now */
     uint64_t send_table_bytes;          /* pooled send tables: held for data in flight, or free */
+    uint64_t reassembly_bytes;          /* pooled reassembly slots: held while reassembling, or free */
     uint64_t add_procs_usec;            /* time spent in add_procs, in total */
 } opal_btl_usnic_stats_t;
 
