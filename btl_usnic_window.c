@@ -122,8 +122,10 @@ bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us)
     } else {
         bdp_probe(w, rate);
     }
-    /* still limited by the window: measure the next round at once */
-    if (w->round_blocked) {
+    /* still limited by the window: measure the next round at once (not
+     * if all is ACKed: that round would end at the next ACK, whenever the
+     * sender sends again, and count the pause as the path's) */
+    if (w->round_blocked && 0 != usnic_tx_window_inflight(w)) {
         bdp_round_start(w, now_us);
     }
     usnic_tx_window_limit(w);

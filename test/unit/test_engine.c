@@ -1292,6 +1292,10 @@ USNIC_TEST(engine_window_full)
     check(!ep->on_sends_list);
     check_int_eq(STATS(w, SIDE_A)->max_sent_window_size, USNIC_TX_WINDOW_INIT);
     check_int_eq(STATS(w, SIDE_A)->num_window_full, 1);
+    /* the send that filled the window started a round of the path's
+     * estimate, which its ACK will end */
+    check(ep->tx.round_active);
+    check_int_eq(ep->tx.round_seq, (uint16_t) (ep->tx.next_seq_to_send - 1));
 
     w->paused = false;
     check_int_eq(world_run(w, 100000, false), WORLD_QUIET);
@@ -1300,6 +1304,8 @@ USNIC_TEST(engine_window_full)
     /* (the window may have grown since, never past the peer's buffers) */
     check(STATS(w, SIDE_A)->max_sent_window_size >= USNIC_TX_WINDOW_INIT);
     check(STATS(w, SIDE_A)->max_sent_window_size <= ep->tx.size);
+    /* everything ACKed: no round left open to span the idle time */
+    check(!ep->tx.round_active);
     check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 5000);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     world_fini(w);

@@ -393,3 +393,29 @@ USNIC_TEST(tx_bdp_follows_path)
     check(!w.probing);
     return 0;
 }
+
+/* A round that ends with everything ACKed starts no next one: it would end
+ * at the first ACK after the sender's pause and count the pause. */
+USNIC_TEST(tx_bdp_no_round_when_drained)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 2000);
+    usnic_tx_bdp_blocked(&w, 0);
+    w.next_seq_to_send = (uint16_t)(w.next_seq_to_send + 10);
+    usnic_tx_bdp_blocked(&w, 5);
+    check(w.round_blocked);
+    w.ack_seq_rcvd = (uint16_t)(w.next_seq_to_send - 1);
+    usnic_tx_bdp_round_end(&w, 10);
+    check(!w.round_active);
+    /* with data still in flight the next round starts at once */
+    usnic_tx_bdp_blocked(&w, 20);
+    w.next_seq_to_send = (uint16_t)(w.next_seq_to_send + 10);
+    usnic_tx_bdp_blocked(&w, 25);
+    w.ack_seq_rcvd = (uint16_t)(w.ack_seq_rcvd + 5);
+    check(usnic_tx_bdp_round_done(&w, w.ack_seq_rcvd));
+    usnic_tx_bdp_round_end(&w, 30);
+    check(w.round_active);
+    check_int_eq(w.round_seq, (uint16_t)(w.next_seq_to_send - 1));
+    return 0;
+}
