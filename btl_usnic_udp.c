@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * UDP glue: the device operations (btl_usnic_device.h) over kernel UDP
  * sockets, usNIC's "UDP mode" without its hardware.  A device is an IPv4

@@ -63,7 +63,7 @@ estimate() {
 estimate
 
 # the representative subset that runs on Open MPI 5.0 too
-VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-onesided t-faults-mix t-stats t-debpkg)
+VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-onesided t-faults-mix t-stats t-debpkg t-transport)
 
 # step NAME CMD...: run CMD with its output streamed, time it and count its tests (NAME5, the
 # Open MPI 5.0 run of step NAME, prints NAME's counts)

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The UDP glue (btl_usnic_udp.c) over the loopback: what the engine relies
  * on from a device (receive layout, source, Q_Key, completions, buffers).

@@ -104,7 +104,7 @@ declare -A seen=()
 for s in "${specs[@]}"; do
     name=${s%:*}
     seen[$name]=$((${seen[$name]:-0} + 1))
-    result=$(grep -E "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
+    result=$(grep -aE "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
     case $result in
         PASS*) npass=$((npass + 1)) ;;
         FAIL*) nfail=$((nfail + 1)) ;;
