@@ -244,7 +244,7 @@ uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
     /* (a clock read only when a round starts) */
     if (ep->tx.round_active) {
         ep->tx.round_blocked = true;
-    } else {
+    } else if (usnic_tx_bdp_limits(&ep->tx)) {
         usnic_tx_bdp_blocked(&ep->tx, opal_btl_usnic_now_us());
     }
     return USNIC_HDR_ACK_REQ;

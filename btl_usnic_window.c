@@ -78,7 +78,7 @@ void usnic_tx_bdp_blocked(usnic_tx_window_t *w, double now_us)
 {
     if (w->round_active) {
         w->round_blocked = true;
-    } else {
+    } else if (usnic_tx_bdp_limits(w)) {
         bdp_round_start(w, now_us);
     }
 }
@@ -105,9 +105,10 @@ bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us)
     uint32_t before = w->bdp;
 
     w->round_active = false;
-    if (w->round_loss || !w->round_blocked) {
-        /* a loss is the congestion window's; an unfilled window covers
-         * the flow: either way the round says nothing about the path */
+    if (w->round_loss || !w->round_blocked || !usnic_tx_bdp_limits(w)) {
+        /* a loss is the congestion window's (and so is a window it
+         * limits); an unfilled window covers the flow: either way the
+         * round says nothing about the path */
         w->probing = false;
     } else if (w->probing) {
         if (8 * rate >= 9 * w->prev_rate) {

@@ -185,7 +185,13 @@ static inline void usnic_tx_cwnd_restore(usnic_tx_window_t *w, const usnic_tx_cw
  * a late receiver), and bdp goes back for USNIC_BDP_HOLD rounds.  Losses
  * are the congestion window's (it still bounds the window); a round with
  * one changes nothing.  No clock read unless the window fills. */
-/* A send filled the window at now_us. */
+/* Whether bdp is what limits (not the congestion window after a cut): only
+ * then does a full window say anything about the path's product. */
+static inline bool usnic_tx_bdp_limits(const usnic_tx_window_t *w)
+{
+    return w->bdp <= w->cwnd;
+}
+/* A send filled the window at now_us (a round starts if bdp limits). */
 void usnic_tx_bdp_blocked(usnic_tx_window_t *w, double now_us);
 /* The ACK covered round_seq at now_us: judge the round; true if bdp changed. */
 bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us);

@@ -386,6 +386,18 @@ USNIC_TEST(tx_bdp_follows_path)
     check(usnic_tx_cwnd_loss(&w, false));
     check_int_eq(w.limit, 200);
     check_int_eq(w.bdp, 512);
+    /* and rounds it limits teach nothing: bdp does not grow past it
+     * unmeasured (a sender held to 4 segments after a timeout would
+     * otherwise double bdp every round) */
+    w.cut_active = false;
+    usnic_tx_bdp_blocked(&w, t);
+    check(!w.round_active);
+    w.round_active = true;
+    w.round_blocked = true;
+    w.round_seq = w.ack_seq_rcvd;
+    w.round_start_us = t;
+    check(!usnic_tx_bdp_round_end(&w, t + 100));
+    check_int_eq(w.bdp, 512);
     /* and a smaller peer share bounds it too */
     usnic_tx_window_init(&w, ISN, 64);
     check_int_eq(w.limit, 64);
