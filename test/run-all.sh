@@ -18,10 +18,18 @@
 #             t-debpkg; the unit tests it would repeat ran in the unit step)
 #   deb5      tools/build-deb.sh --debian13 --nocheck (the Debian 13 package, Open MPI 5.0,
 #             built chrooted in the Debian 13 world; t-debpkg in vm5 tests it)
-#   vm        test/vm/run.sh               (prints "vm: N passed, N failed")
+#   native    test/native/run.sh           (the tests that need no verbs device, in the native
+#             world of 2 hosts on this machine, usnic over kernel UDP; prints
+#             "native: N passed, N failed"; docs/native-world.md)
+#   native4   test/native/run.sh -n 4      (the same and the tests of many hosts, 4 hosts;
+#             prints "native4: N passed, N failed")
+#   vm        test/vm/run.sh               (the tests that need the VM's verbs devices;
+#             prints "vm: N passed, N failed")
 #   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
 #             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
+#   nbench    bench/native.sh --quick       (native-world benchmark smoke run: usnic over UDP,
+#             tcp, raw UDP; results in bench/results/native-smoke)
 # Before the first step it prints each step's expected time: what the last run on this machine
 # took (USNIC_RUN_TIMES, default ~/.cache/usnic-run-all.times, written at the end of every
 # run), else a default measured on an idle 2-core machine; the summary sets them beside the
@@ -104,10 +112,13 @@ fi
 step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step deb tools/build-deb.sh --nocheck
 step deb5 tools/build-deb.sh --debian13 --nocheck
+step native test/native/run.sh
+step native4 test/native/run.sh -n 4
 step vm test/vm/run.sh
 step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
     test/vm/run.sh "${VM5_TESTS[@]}"
 step bench bench/run.sh --quick --out bench/results/smoke
+step nbench bench/native.sh --quick --out bench/results/native-smoke
 
 echo "=== summary (step, result, time taken, expected)"
 printf '%s\n' "${table[@]}"

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils debootstrap
       ibverbs-providers rdma-core libnl-3-dev libnl-route-3-dev libhwloc-dev perftest
       qemu-system-x86 busybox-static xz-utils zstd iproute2 util-linux autoconf automake
-      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck)
+      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck
+      nftables)
 skip_vm=${USNIC_SKIP_VM_PREPARE:-0}
 case ${1:-} in
     --no-vm-prepare) skip_vm=1 ;;

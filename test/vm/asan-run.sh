@@ -1,6 +1,8 @@
 #!/bin/bash
-# test/vm/asan-run.sh [t-NAME...]: the VM integration tests under AddressSanitizer +
-# LeakSanitizer (default: t-bringup t-p2p t-dtypes t-flood t-coll t-osc t-faults t-stats).
+# test/vm/asan-run.sh [--native [-n HOSTS]] [t-NAME...]: the integration tests under
+# AddressSanitizer + LeakSanitizer (default: t-bringup t-p2p t-dtypes t-flood t-coll t-osc
+# t-faults t-stats), in the VM, or with --native in the native world (test/native/run.sh:
+# HOSTS hosts, default 2; usnic over kernel UDP; no VM to boot, so it is much faster).
 #
 #   1. takes the VM lock /tmp/usnic-vm.lock (flock; waits while another run holds it: the
 #      VM uses the component installed on the host, so nobody else may run VM tests while the
@@ -8,7 +10,8 @@
 #      preloaded meanwhile). USNIC_VM_LOCKED=1 skips this when the caller holds it already
 #      (`USNIC_VM_LOCKED=1 flock /tmp/usnic-vm.lock test/vm/asan-run.sh`);
 #   2. builds and installs the ASan component (make -C standalone SANITIZE=address install);
-#   3. runs test/vm/run.sh with USNIC_ASAN=1: lib.sh preloads libasan into every MPI process
+#   3. runs test/vm/run.sh (--native: test/native/run.sh) with USNIC_ASAN=1: lib.sh preloads
+#      libasan into every MPI process
 #      (and ompi_info), which write their reports to test/vm/logs/asan/<test>/asan.<exe>.<pid>;
 #   4. reinstalls the normal build (make -C standalone install), also on failure or ^C; if that
 #      build fails, the component that was installed before is put back;
@@ -24,6 +27,12 @@ VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
 ALOGS=$VM/logs/asan
 cd "$REPO" || exit 2
+RUNNER=("$VM/run.sh")
+if [ "${1:-}" = --native ]; then
+    shift
+    RUNNER=("$REPO/test/native/run.sh")
+    if [ "${1:-}" = -n ]; then RUNNER+=(-n "${2:-}"); shift 2; fi
+fi
 [ $# -gt 0 ] || set -- t-bringup t-p2p t-dtypes t-flood t-coll t-osc t-faults t-stats
 t0=$SECONDS
 
@@ -73,7 +82,7 @@ if ! "${MK[@]}" SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
     exit 2
 fi
 tvm=$SECONDS
-USNIC_ASAN=1 "$VM/run.sh" "$@" | tee "$ALOGS/run.out"
+USNIC_ASAN=1 "${RUNNER[@]}" "$@" | tee "$ALOGS/run.out"
 vmrc=${PIPESTATUS[0]}
 tvm=$((SECONDS - tvm))
 restore

@@ -27,7 +27,8 @@ map_file() {
 # dp_done fails it at the end
 dp_fail() { echo "FAIL: $*"; DP_FAILED=1; }
 
-# dp_run N OUT MPIRUN-ARGS... PROGRAM [ARGS...]: mpirun_usnic with N ranks per host, BTLs
+# dp_run N OUT MPIRUN-ARGS... PROGRAM [ARGS...]: mpirun_usnic with N ranks per host (at most
+# 2 per host in a world of more than 2 hosts: the 2 CPUs run them all), BTLs
 # usnic,self (N = 1) or usnic,self,$SM_BTL (N > 1: vader on 4.1, sm on 5.0), and the usnic statistics of every process
 # printed at finalize ("btl:usnic: stats final HOST DEV: ..."; the interval is longer than any
 # test, so only the final report appears). All output goes to OUT and to the log. Sets DP_RC
@@ -35,14 +36,18 @@ dp_fail() { echo "FAIL: $*"; DP_FAILED=1; }
 dp_run() {
     local n=$1 out=$2 btl=usnic,self t0=$SECONDS
     shift 2
+    n=$(dp_per_host "$n")
     [ "$n" -gt 1 ] && btl=usnic,self,$SM_BTL
-    echo "== $((2 * n)) ranks ($n per host), btl $btl: $*"
+    echo "== $(($(job_hosts | wc -w) * n)) ranks ($n per host on host(s) $(job_hosts)), btl $btl: $*"
     BTL=$btl mpirun_usnic -n "$n" -t "${DP_TIMEOUT:-120}" --mca btl_usnic_stats 1000000 "$@" \
         > "$out" 2>&1
     DP_RC=$?
     cat "$out"
     echo "== mpirun exit code $DP_RC after $((SECONDS - t0)) s"
 }
+
+# dp_per_host N: the ranks per host dp_run starts when asked for N
+dp_per_host() { if [ "$NHOSTS" -gt 2 ] && [ "$1" -gt 2 ]; then echo 2; else echo "$1"; fi; }
 
 # dp_check PROG N OUT: the run of PROG with N ranks per host whose output is OUT
 #  - found no wrong data and verified everything it received,
@@ -52,7 +57,8 @@ dp_run() {
 #    (the inter-host traffic went through usnic: the only other BTLs are self and vader),
 #  - exited with code 0.
 dp_check() {
-    local prog=$1 n=$2 out=$3 what="$1 ($2 per host)" x min got lines
+    local prog=$1 n out=$3 what x min got lines
+    n=$(dp_per_host "$2") what="$1 ($2 per host)"
     if grep -Eq "^$prog: (MISMATCH|ERROR|FAILED)" "$out"; then
         grep -E "^$prog: (MISMATCH|ERROR|FAILED)" "$out" | head -n 20
         dp_fail "$what: the program found wrong data"
@@ -61,10 +67,10 @@ dp_check() {
     else
         dp_fail "$what: the program did not finish its checks"
     fi
-    for x in A B; do
+    for x in $(job_hosts); do
         min=$(sed -nE "s/^$prog: host host$x min_usnic_dgrams_in ([0-9]+)$/\1/p" "$out")
         # (no process substitution: the guest has no /dev/fd)
-        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x rxe${x}[0-9]*: " "$out" | awk '
+        read -r got lines <<< "$(grep -E "btl:usnic: stats final host$x $(dev_of "$x")[0-9]*: " "$out" | awk '
             { for (i = 1; i <= NF; i++) {
                   split($i, kv, "=")
                   if (kv[1] == "num_frag_recvs" || kv[1] == "num_chunk_recvs") s += kv[2]
@@ -117,10 +123,14 @@ dp_done() {
 
 # ---- helpers of the dead-peer tests (t-deadpeer.sh, t-busypeer.sh) ----
 
-# wait_ranks PROG: until both PROG processes run (at most 30 s)
+# wait_ranks PROG [N]: until N (default 2) PROG processes run on the world's hosts (at most
+# 30 s)
 wait_ranks() {
+    local x
     for _ in $(seq 60); do
-        [ "$(pgrep -x "$1" | wc -l)" -ge 2 ] && return 0
+        [ "$(for x in "${HOSTS[@]}"; do ip netns pids "ns$x"; done |
+             while read -r p; do cat "/proc/$p/comm" 2>/dev/null; echo; done |
+             grep -cx "$1")" -ge "${2:-2}" ] && return 0
         sleep 0.5
     done
     dp_fail "$1 did not start within 30 s"
@@ -148,7 +158,7 @@ no_message() {
 
 # check_reports OUT LABEL: every "Local host / Local device / Peer host / Peer address" block
 # (the checker's and the peer-unreachable messages have one) names its own host and device
-# and the OTHER host with its address
+# (and its netdev) and ANOTHER host with its address
 check_reports() {
     local reports lh ld1 ld2 ph pa l p ip
     reports=$(awk '
@@ -162,8 +172,8 @@ check_reports() {
     while read -r lh ld1 ld2 ph pa; do
         [ -n "$lh" ] || continue
         l=${lh#host} p=${ph#host} ip=RXEVM_IP_${ph#host}
-        if [[ $lh =~ ^host[AB]$ ]] && [[ $ph =~ ^host[AB]$ ]] && [ "$l" != "$p" ] &&
-           [ "$ld1 $ld2" = "rxe$l (veth$l)" ] && [ "$pa" = "${!ip}/24" ]
+        if [[ $lh =~ ^host[A-H]$ ]] && [[ $ph =~ ^host[A-H]$ ]] && [ "$l" != "$p" ] &&
+           [ "$ld1 $ld2" = "$(dev_of "$l") (veth$l)" ] && [ "$pa" = "${!ip}/24" ]
         then
             pass "$2: $lh reports its device $ld1 $ld2 and the peer $ph at $pa"
         else

@@ -1,10 +1,30 @@
-# Helpers for the VM integration tests (test/vm/t-*.sh). Sourced INSIDE the rxe-vm guest:
+# Helpers for the integration tests (test/vm/t-*.sh). Sourced in either world:
 #   . "$(dirname "$0")/lib.sh"
-# Gives REPO (repo root), WORK (a fresh dir under /tmp, which is one tmpfs shared by hostA,
-# hostB and the root namespace), mpi_build, mpirun_usnic, assertions and netem helpers.
-# shellcheck source=/dev/null # written by tools/rxe-vm/rxe-vm in the guest
+#  - the rxe-vm guest (tools/rxe-vm/rxe-vm: hosts hostA and hostB, Soft-RoCE devices rxeX,
+#    env file /run/rxevm/env), where test/vm/run.sh runs them;
+#  - the native world (tools/netns-world/netns-world: 2-8 hosts hostA, hostB, ... on this
+#    machine, no RDMA, usnic over kernel UDP with device names vethX; env file
+#    $NETNS_WORLD_ENV, RXEVM_WORLD=native), where test/native/run.sh runs them.
+# Gives REPO (repo root), WORK (a fresh dir under /tmp, which is one file system shared by
+# every host and the root namespace), WORLD (vm | native), HOSTS (the host letters: A B, or
+# A B C D ...), NHOSTS, mpi_build, mpirun_usnic, dev_of, assertions and netem helpers.
 # SPDX-License-Identifier: BSD-3-Clause
-. /run/rxevm/env 2>/dev/null || { echo "lib.sh: not inside rxe-vm (no /run/rxevm/env)" >&2; exit 2; }
+if [ -n "${NETNS_WORLD_ENV:-}" ] && [ -r "$NETNS_WORLD_ENV" ]; then
+    # shellcheck source=/dev/null # written by tools/netns-world/netns-world
+    . "$NETNS_WORLD_ENV"
+elif [ -r /run/rxevm/env ]; then
+    # shellcheck source=/dev/null # written by tools/rxe-vm/rxe-vm in the guest
+    . /run/rxevm/env
+else
+    echo "lib.sh: in no test world (no \$NETNS_WORLD_ENV, no /run/rxevm/env): run the tests" \
+        "with test/vm/run.sh or test/native/run.sh" >&2
+    exit 2
+fi
+WORLD=${RXEVM_WORLD:-vm}
+# shellcheck disable=SC2206 # a list of letters
+HOSTS=(${RXEVM_HOST_LETTERS:-A B})
+# shellcheck disable=SC2034 # for the tests
+NHOSTS=${#HOSTS[@]}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$(mktemp -d /tmp/usnic-vm.XXXXXX) || exit 2
 
@@ -24,6 +44,19 @@ else
     SM_BTL=vader BTL_API=3.1.0
     MPIRUN_WORLD=(--mca oob_tcp_if_include "$RXEVM_NET.0/24")
 fi
+# The native world has no RDMA device: usnic runs over kernel UDP (its device is the netdev).
+# Its hosts share this machine's CPUs (2 here) while mpirun sees a slot per rank on each: idle
+# ranks yield, as Open MPI makes them do itself on a node it knows to be oversubscribed (8
+# ranks of t-onesided spinning on 2 CPUs took more than 300 s without it).
+[ "$WORLD" = native ] && MPIRUN_WORLD+=(--mca btl_usnic_transport udp --mca mpi_yield_when_idle 1)
+
+# dev_of X: the name usnic gives host X's (first) device: rxeX in the VM, vethX natively
+dev_of() { local v=RXEVM_DEV_$1; echo "${!v}"; }
+# DEV_MTU: the largest usnic datagram (header included) of the device, the RoCE MTU in the VM,
+# the netdev MTU less IPv4, UDP and the Q_Key in the native world (test/native/run.sh makes
+# that 4096 too, so that the protocol boundaries of the programs are the same in both)
+# shellcheck disable=SC2034 # for the tests
+if [ "$WORLD" = native ]; then DEV_MTU=$((RXEVM_MTU - 32)); else DEV_MTU=${RXEVM_ACTIVE_MTU_A:-}; fi
 
 # fail MSG: the test fails here (exits the test script; do not call it from a subshell)
 fail() { echo "FAIL: $*"; exit 1; }
@@ -73,14 +106,15 @@ mpi_build() {
 }
 
 # mpirun_usnic [-n RANKS_PER_HOST] [-t SECONDS] MPIRUN-ARGS... PROGRAM [ARGS...]
-# mpirun on hostA, ranks on hostA and hostB (default 1 each), BTLs ${BTL:-usnic,self}, killed
+# mpirun on hostA, ranks on every host of the world (hostA and hostB in the VM; default 1
+# each, by slot: rank 0 .. n-1 on hostA, then hostB, ...), BTLs ${BTL:-usnic,self}, killed
 # after ${MPI_TIMEOUT:-120} s (exit code 124; times ASAN_SLOW under USNIC_ASAN=1); returns
-# mpirun's exit code.
+# mpirun's exit code. MPI_HOSTS="A B" (letters) restricts the job to those hosts.
 # pml ob1 is forced: only ob1 drives BTLs, so no other PML can carry the traffic instead.
 # On 4.1 the out-of-band (ORTE) traffic is pinned to the veth subnet. Ranks are not bound: each host
 # binds its first rank to core 0, which would put both hosts' ranks on the same vCPU.
 mpirun_usnic() {
-    local n=1 t=${MPI_TIMEOUT:-120}
+    local n=1 t=${MPI_TIMEOUT:-120} x hl=() mh
     while :; do
         case ${1:-} in
             -n) n=$2; shift 2 ;;
@@ -88,10 +122,16 @@ mpirun_usnic() {
             *) break ;;
         esac
     done
-    onhost A timeout -k 5 $((t * ASAN_SLOW)) mpirun --allow-run-as-root -np $((2 * n)) --host "hostA:$n,hostB:$n" \
-        --mca plm_rsh_agent rxevm-rsh "${MPIRUN_WORLD[@]}" \
+    # shellcheck disable=SC2206 # a list of letters
+    mh=(${MPI_HOSTS:-${HOSTS[*]}})
+    for x in "${mh[@]}"; do hl+=("host$x:$n"); done
+    onhost "${mh[0]}" timeout -k 5 $((t * ASAN_SLOW)) mpirun --allow-run-as-root -np $((${#mh[@]} * n)) \
+        --host "$(IFS=,; echo "${hl[*]}")" --mca plm_rsh_agent "${RXEVM_RSH:-rxevm-rsh}" "${MPIRUN_WORLD[@]}" \
         --bind-to none --mca pml ob1 --mca btl "${BTL:-usnic,self}" "${ASAN_X[@]}" "$@"
 }
+
+# job_hosts: the letters of the hosts mpirun_usnic starts ranks on
+job_hosts() { echo "${MPI_HOSTS:-${HOSTS[*]}}"; }
 
 # need_pairs N: the test needs a VM with N veth pairs (RoCE devices per host); run.sh boots
 # one for tests with the header line `# vm-pairs: N` (rxe-vm: RXE_VM_PAIRS=N)
@@ -100,18 +140,23 @@ need_pairs() {
         fail "this test needs $1 veth pairs (header '# vm-pairs: $1'), the VM has ${RXEVM_PAIRS:-1}"
 }
 
-# netem HOST NETEM-ARGS...: netem on what host A or B sends (egress of its veth end),
+# netem HOST NETEM-ARGS...: netem on what host A, B, ... sends (egress of its veth end),
 #   e.g. `netem A loss 10%`; HOST A2 or B2: on the second pair (vethA2/vethB2, vm-pairs 2);
-# netem_both NETEM-ARGS...: the same on both directions of the first pair;
-# netem_clear: remove them from every pair (the runner also does this after every test)
+# netem_both NETEM-ARGS...: the same on both directions of the first pair (hostA and hostB);
+# netem_clear: remove them from every host and pair (the runner also does this after every test)
 netem() {
     local x=$1; shift
+    [ "$WORLD" = native ] && fail "netem: no netem in the native world (fault-lib.sh: netem_roce, netem_udp)"
     ip netns exec "ns${x%2}" tc qdisc replace dev "veth$x" root netem "$@" || fail "netem $x $*"
 }
 netem_both() { netem A "$@"; netem B "$@"; }
 netem_clear() {
     local x
-    for x in A B; do ip netns exec "ns$x" tc qdisc del dev "veth$x" root 2>/dev/null; done
+    for x in "${HOSTS[@]}"; do
+        ip netns exec "ns$x" tc qdisc del dev "veth$x" root 2>/dev/null
+        # the native world's impairments (fault-lib.sh: nft_fault)
+        [ "$WORLD" = native ] && ip netns exec "ns$x" nft delete table netdev usnic_fault 2>/dev/null
+    done
     if [ "${RXEVM_PAIRS:-1}" -ge 2 ]; then
         for x in A B; do ip netns exec "ns$x" tc qdisc del dev "veth${x}2" root 2>/dev/null; done
     fi

@@ -1,6 +1,9 @@
 #!/bin/bash
-# test/vm/run.sh [t-NAME...]: run the VM integration tests test/vm/t-*.sh (default: all) one
-# after the other in ONE rxe-vm VM (booting takes longer than most tests). Prints
+# test/vm/run.sh [t-NAME...]: run the VM integration tests test/vm/t-*.sh one after the other
+# in ONE rxe-vm VM (booting takes longer than most tests). Default: the tests that need the
+# VM (a verbs device; no `# world:` header, or `# world: vm ...`); those marked
+# `# world: native` run in the native world by default (test/native/run.sh,
+# docs/native-world.md) and here only when named. Prints
 # `PASS|FAIL NAME (Ns)` per test and finally `vm: N passed, N failed`; exits non-zero if a
 # test failed or the VM did. Each test's output goes to test/vm/logs/NAME.log (a test given
 # more than once, to see how it varies: NAME.2.log, NAME.3.log, ...; each run counts).
@@ -22,23 +25,27 @@ VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
 LOGS=${VM_LOGS:-$VM/logs}
 
-if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest NAME:TIMEOUT...
+if [ "${1:-}" = --in-guest ]; then
+    # in a world (the VM; test/native/run.sh: the native one): run.sh --in-guest TEST:TIMEOUT...,
+    # TEST a name in test/vm or the path of a test script
     shift
     . "$VM/lib.sh"
     cd "$REPO" || exit 2
     declare -A runs=()
     for spec; do
-        name=${spec%:*} to=${spec##*:}; log=$LOGS/$name.log
+        file=${spec%:*} to=${spec##*:}
+        case $file in */*) ;; *) file=$VM/$file.sh ;; esac
+        name=${file##*/} name=${name%.sh} log=$LOGS/$name.log
         # a test given again (to see how it varies) keeps each run's log: NAME.2.log, ...
         runs[$name]=$((${runs[$name]:-0} + 1))
         [ "${runs[$name]}" = 1 ] || log=$LOGS/$name.${runs[$name]}.log
         t0=$SECONDS
-        timeout -k 10 "$to" bash "$VM/$name.sh" > "$log" 2>&1
+        timeout -k 10 "$to" bash "$file" > "$log" 2>&1
         rc=$?
         t=$((SECONDS - t0))
-        # Give the next test clean hosts: nothing but tests runs in nsA/nsB, so any process
-        # still there (an orted that did not exit, say) was left behind by this one.
-        left=$(ip netns pids nsA; ip netns pids nsB)
+        # Give the next test clean hosts: nothing but tests runs in the hosts' namespaces, so
+        # any process still there (an orted that did not exit, say) was left behind by this one.
+        left=$(for x in "${HOSTS[@]}"; do ip netns pids "ns$x"; done)
         [ -n "$left" ] && { echo "run.sh: killing leftover processes:"; ps -o pid,args -p "${left//$'\n'/,}"; } >> "$log"
         # shellcheck disable=SC2086 # a list of pids
         [ -n "$left" ] && kill -KILL $left 2>/dev/null
@@ -54,7 +61,15 @@ if [ "${1:-}" = --in-guest ]; then          # inside the VM: run.sh --in-guest N
     exit 0
 fi
 
-[ $# -gt 0 ] || set -- "$VM"/t-*.sh
+# default: the tests of the VM's world (no `# world:` header, or one that names vm); those
+# whose header names only native run in the native world (test/native/run.sh), but here too
+# when named
+if [ $# = 0 ]; then
+    for t in "$VM"/t-*.sh; do
+        w=$(sed -n 's/^# world: *//p' "$t" | head -1)
+        case " ${w:-vm} " in *" vm "*) set -- "$@" "$t" ;; esac
+    done
+fi
 # rxe-vm does not pass the environment into the guest: hand it what the tests need
 guestenv=(env VM_LOGS="$LOGS") slow=1
 if [ "${USNIC_ASAN:-0}" = 1 ]; then

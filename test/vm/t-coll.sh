@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 240
+# world: native
 # Collectives over both hosts (progs/coll.c), results checked on every rank: MPI_Barrier (a
 # late rank each time; nobody may leave before the last one entered), MPI_Bcast (1 B - 1 MiB,
 # roots on both hosts), MPI_Reduce and MPI_Allreduce (MPI_SUM of up to 131077 int64, exact;
@@ -22,18 +23,23 @@ dp_run 1 "$WORK/coll-1.out" "$WORK/coll"
 dp_check coll 1 "$WORK/coll-1.out"
 dp_run 3 "$WORK/coll-3.out" --mca btl_usnic_connectivity_map "$WORK/map" "$WORK/coll"
 dp_check coll 3 "$WORK/coll-3.out"
-# each map has a line "peer=VPID,hostname=HOST,device=rxeX@peer_ip=..." per peer usnic reaches
-for x in A B; do
-    y=$([ $x = A ] && echo B || echo A)
+# each map has a line "peer=VPID,hostname=HOST,device=DEV@peer_ip=..." per peer usnic reaches:
+# each of the n processes of a host reaches the n processes of every other host and the n - 1
+# others on its own host
+n=$(dp_per_host 3)
+for x in "${HOSTS[@]}"; do
+    d=$(dev_of "$x")
     maps=("$WORK/map-host$x".pid*.job*.mcwrank*.txt)
-    u=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$y,device=rxe$x@")
-    w=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$x,device=rxe$x@")
-    if [ "${#maps[@]}" = 3 ] && [ -e "${maps[0]}" ] && [ "$u" = 9 ] && [ "$w" = 6 ]; then
-        pass "host$x: its 3 processes have usnic endpoints to the 9 peers on host$y and the 6 on host$x"
+    u=$(cat "${maps[@]}" 2>/dev/null | grep -E "^peer=[0-9]+,hostname=host[A-H],device=$d@" |
+        grep -vc "hostname=host$x,")
+    w=$(cat "${maps[@]}" 2>/dev/null | grep -Ec "^peer=[0-9]+,hostname=host$x,device=$d@")
+    eu=$((n * n * (NHOSTS - 1))) ew=$((n * (n - 1)))
+    if [ "${#maps[@]}" = "$n" ] && [ -e "${maps[0]}" ] && [ "$u" = "$eu" ] && [ "$w" = "$ew" ]; then
+        pass "host$x: its $n processes have usnic endpoints to the $eu peers on other hosts and the $ew on host$x"
     else
         cat "${maps[@]}" 2>/dev/null
-        dp_fail "host$x: ${#maps[@]} maps with $u usnic endpoints to host$y peers (expected 9)" \
-            "and $w to host$x peers (expected 6)"
+        dp_fail "host$x: ${#maps[@]} maps with $u usnic endpoints to other hosts' peers (expected $eu)" \
+            "and $w to host$x peers (expected $ew)"
     fi
 done
 dp_done

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 360
+# world: native
 # Dead link / dead peer: a checked ping-pong between the hosts (progs/pingloop.c: 64 B to
 # 200 KB messages, always one in flight) and a network outage during it, with the usnic
 # connectivity checker on (its default: 41 pings 250 ms apart, a 10 s budget, at the first
@@ -46,8 +47,7 @@ netem_roce_both loss 0%
 start_job "$WORK/a.out" 8 40
 wait_ranks pingloop
 sleep 5
-netem_change A loss 100%
-netem_change B loss 100%
+netem_change_all loss 100%
 t0=$EPOCHREALTIME
 echo "== $(date +%T) RoCE outage begins (both directions)"
 wait $JOB; rc=$?
@@ -93,8 +93,7 @@ fi
 run_short() {
     local label=$1 out=$WORK/$1.out t0 t dur longest ts=$SECONDS
     if [ "$2" = atstart ]; then
-        netem_udp A loss 100%
-        netem_udp B loss 100%
+        netem_udp_all loss 100%
         echo "== $(date +%T) $label: all UDP dropped (both directions)"
         start_job "$out" 20 25
         wait_ranks pingloop
@@ -112,15 +111,13 @@ run_short() {
         start_job "$out" 20 25
         wait_ranks pingloop
         sleep 5
-        netem_change A loss 100%
-        netem_change B loss 100%
+        netem_change_all loss 100%
         t0=$EPOCHREALTIME
         echo "== $(date +%T) $label: RoCE dropped (both directions)"
         dur=4
     fi
     sleep $dur
-    netem_change A loss 0%
-    netem_change B loss 0%
+    netem_change_all loss 0%
     read -r _ da <<< "$(netem_stats A)"; read -r _ db <<< "$(netem_stats B)"
     echo "== $(date +%T) $label: outage over after $(elapsed "$t0")s (since it began; atstart: since" \
         "its first drop); dropped $da/$db datagrams"
@@ -160,8 +157,7 @@ echo "=== c) outage at the first contact: all UDP dropped until 6 s after start,
 run_short c atstart
 
 echo "=== d) dead link from the start: all UDP dropped for good, peer_timeout 30"
-netem_udp A loss 100%
-netem_udp B loss 100%
+netem_udp_all loss 100%
 start_job "$WORK/d.out" 30 40
 wait_ranks pingloop
 t0=$EPOCHREALTIME

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 240
+# world: native
 # Non-contiguous derived datatypes across the hosts (progs/dtypes.c): MPI_Type_vector of
 # doubles, MPI_Type_indexed of ints (irregular blocks, touching blocks, typemap order different
 # from memory order) and MPI_Type_create_struct {int32, double, char[3], short} (padding

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 1200
+# world: native
 # Reliability under packet loss: netem drops RoCE v2 datagrams (UDP port 4791, fault-lib.sh's
 # netem_roce; the launcher's TCP and the connectivity checker are not touched) in BOTH
 # directions at once, so data, ACKs and retransmissions are all lost:

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 480
+# world: native
 # Floods of small messages (progs/flood.c): 5000 messages of 0-1200 bytes (both sides of the
 # fast-path limit) in flight per sender at once, more than the usnic send window (at most 256
 # segments per peer) and the send queue (1024), every byte, size, tag and the per-source order

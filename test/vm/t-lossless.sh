@@ -86,6 +86,7 @@ lossless_run() {
     [ "$rc" = 0 ] || { dp_fail "$name: mpirun exit code $rc"; return; }
     local A_num_frag_sends=0 A_num_chunk_sends=0 B_num_frag_sends=0 B_num_chunk_sends=0
     local A_num_timeout_retrans=0 A_num_fast_retrans=0 B_num_timeout_retrans=0
+    # shellcheck disable=SC2034 # read indirectly, as ${x}_num_total_recvs
     local B_num_fast_retrans=0 A_num_total_recvs=0 B_num_total_recvs=0 B_num_frag_recvs=0
     local B_num_chunk_recvs=0 A_num_spurious_timeouts=0 B_num_spurious_timeouts=0 A_procs=0
     local B_procs=0 k v

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 600
+# world: native
 # One-sided MPI as the OSU benchmarks do it (progs/onesided.c: put/get latency with lock/flush
 # and with fence, put/get bandwidth windows, accumulate, get_accumulate, fetch-and-op and
 # compare-and-swap at 64 and 32 bit, all ranks contending on one counter), over
@@ -22,7 +23,7 @@ set -u
 # rdma_check N OUT: the emulated GET/atomic counters of the run with N ranks per host
 rdma_check() {
     local n=$1 out=$2 x started served
-    for x in A B; do
+    for x in $(job_hosts); do
         read -r started served <<< "$(grep -E "btl:usnic: stats final host$x " "$out" | awk '
             { for (i = 1; i <= NF; i++) {
                   split($i, kv, "=")

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 240
+# world: native
 # MPI one-sided communication across the hosts (progs/osc.c), results checked: MPI_Put (at an
 # odd target offset; bytes around it untouched), MPI_Get and MPI_Accumulate (MPI_SUM of int64)
 # of 8 B - 1 MiB between cross-host pairs, synchronised with MPI_Win_fence and with

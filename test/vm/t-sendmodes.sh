@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 300
+# world: native
 # Every MPI send mode across the hosts (progs/sendmodes.c): MPI_Send, MPI_Bsend, MPI_Ibsend,
 # MPI_Rsend, MPI_Irsend, MPI_Ssend, MPI_Issend and persistent MPI_Send_init, MPI_Bsend_init,
 # MPI_Ssend_init, MPI_Rsend_init + MPI_Start, both directions, at every protocol boundary +-1:
@@ -18,8 +19,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"
 
-mtu=${RXEVM_ACTIVE_MTU_A:-}
-[ -n "$mtu" ] || fail "no active MTU of rxeA in the VM's environment"
+mtu=$DEV_MTU
+[ -n "$mtu" ] || fail "no device MTU in the world's environment (RXEVM_ACTIVE_MTU_A, RXEVM_MTU)"
 onhost A ompi_info --param btl usnic --level 9 --parsable > "$WORK/params" 2>&1 ||
     fail "ompi_info --param btl usnic failed"
 param() {

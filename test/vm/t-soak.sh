@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 420
+# world: native
 # Soak: many-to-many traffic of mixed sizes (0 B to 256 KiB) among 6 ranks (3 per host,
 # usnic between the hosts, vader within) with 1% loss on the RoCE datagrams in both
 # directions: every message arrives intact, and resident memory stays flat after warm-up.
@@ -13,15 +14,14 @@ set -u
 mpi_build soak
 
 rounds=${SOAK_ROUNDS:-400}
-netem_roce A loss 1%
-netem_roce B loss 1%
+netem_roce_both loss 1%
 SECONDS=0
-BTL=usnic,self,vader mpirun_usnic -n 3 -t "${SOAK_TIMEOUT:-300}" --mca btl_usnic_stats 1000000 \
+BTL=usnic,self,$SM_BTL mpirun_usnic -n "$(dp_per_host 3)" -t "${SOAK_TIMEOUT:-300}" --mca btl_usnic_stats 1000000 \
     "$WORK/soak" -r "$rounds" -g 16 > "$WORK/soak.out" 2>&1; rc=$?
 t=$SECONDS
 netem_clear
 grep -v "^\[host.:[0-9]*\] btl:usnic: stats final" "$WORK/soak.out"
-grep "stats final" "$WORK/soak.out" | grep -o "host. rxe.: num_total_sends=[0-9]*\|num_resends=[0-9]*\|num_dup_recvs=[0-9]*" |
+grep "stats final" "$WORK/soak.out" | grep -o "host. [a-z]*[A-H]: num_total_sends=[0-9]*\|num_resends=[0-9]*\|num_dup_recvs=[0-9]*" |
     paste -d' ' - - - | sed 's/^/soak counters: /'
 [ "$rc" = 0 ] || fail "soak exit code $rc after ${t}s"
 assert_grep "^soak: OK [0-9]+ messages, [0-9]+ bytes verified$" "$WORK/soak.out" \

@@ -1,5 +1,6 @@
 #!/bin/bash
 # vm-timeout: 1500
+# world: native
 # MPI_THREAD_MULTIPLE over usnic (progs/threads.c): each process must be granted
 # MPI_THREAD_MULTIPLE, then 4 threads per rank send to and receive from every other rank at
 # once, with tags of their own, any-source receives, blocking probes and matched probes mixed

@@ -21,8 +21,8 @@
 
 #include <unistd.h>
 
-static int leader[2];          /* lowest rank of each host */
-static int nhost[2];           /* ranks per host */
+static int leader[DP_MAX_HOSTS]; /* lowest rank of each host */
+static int nhost[DP_MAX_HOSTS];  /* ranks per host */
 
 /* `bytes` of data had to cross into host h (counted once per host, by its leader) */
 static void host_gets(int h, size_t bytes)
@@ -69,8 +69,8 @@ static void barriers(void)
             dp_fail("barrier %d: rank %d left at %.6f, before rank %d entered at %.6f", i,
                     who_out, first_out, who_in, last_in);
         }
-        /* each host had to hear from the other one */
-        for (int h = 0; h < 2; ++h) {
+        /* each host had to hear from another one */
+        for (int h = 0; h < dp_nhosts; ++h) {
             if (dp_rank == leader[h]) {
                 dp_min_dgrams_in += 1;
             }
@@ -100,7 +100,11 @@ static void bcasts(void)
             snprintf(ctx, sizeof(ctx), "bcast root %d size %zu", root, n);
             dp_check(buf, n, seed, 0, ctx);
             check_guard(buf + n, poison, ctx);
-            host_gets(1 - dp_host_of[root], n);
+            for (int h = 0; h < dp_nhosts; ++h) {
+                if (h != dp_host_of[root]) {
+                    host_gets(h, n);
+                }
+            }
             if (dp_rank != root) {
                 dp_verified(n);
             }
@@ -184,8 +188,9 @@ static void reduction(int root, size_t count, bool use_max)
         dp_check_fill(out, bytes + DP_GUARD, poison, ctx);
     }
     if (root < 0) {
-        host_gets(0, bytes);
-        host_gets(1, bytes);
+        for (int h = 0; h < dp_nhosts; ++h) {
+            host_gets(h, bytes);
+        }
     } else {
         host_gets(dp_host_of[root], bytes);
     }
@@ -225,8 +230,8 @@ static void allgathers(void)
         snprintf(ctx, sizeof(ctx), "allgather block %zu", b);
         check_guard(out + total, poison, ctx);
         dp_verified(total);
-        for (int h = 0; h < 2; ++h) {
-            host_gets(h, b * nhost[1 - h]);
+        for (int h = 0; h < dp_nhosts; ++h) {
+            host_gets(h, b * (dp_size - nhost[h]));
         }
         free(in);
         free(out);
@@ -254,8 +259,8 @@ static void alltoalls(void)
         snprintf(ctx, sizeof(ctx), "alltoall block %zu", b);
         check_guard(out + total, poison, ctx);
         dp_verified(total);
-        for (int h = 0; h < 2; ++h) {
-            host_gets(h, b * nhost[h] * nhost[1 - h]);
+        for (int h = 0; h < dp_nhosts; ++h) {
+            host_gets(h, b * nhost[h] * (dp_size - nhost[h]));
         }
         free(in);
         free(out);
@@ -304,7 +309,7 @@ static void alltoallvs(void)
             dp_verified(rc[r]);
         }
         /* what crossed into each host */
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < dp_nhosts; ++h) {
             size_t crossing = 0;
             for (int from = 0; from < dp_size; ++from) {
                 for (int to = 0; to < dp_size; ++to) {
@@ -329,7 +334,9 @@ int main(int argc, char **argv)
     double t;
 
     dp_init("coll", &argc, &argv);
-    leader[0] = leader[1] = -1;
+    for (int h = 0; h < DP_MAX_HOSTS; ++h) {
+        leader[h] = -1;
+    }
     for (int r = dp_size - 1; r >= 0; --r) {
         leader[dp_host_of[r]] = r;
         nhost[dp_host_of[r]]++;

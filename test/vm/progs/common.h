@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 /* Shared helpers of the data-path test programs (p2p.c, dtypes.c, flood.c, coll.c, osc.c).
  *
- * - Every rank learns which of the two emulated hosts each rank runs on (host 0 is rank 0's).
+ * - Every rank learns which of the emulated hosts each rank runs on (2 in the VM, up to
+ *   DP_MAX_HOSTS in the native world; host 0 is rank 0's, then in the order of the ranks).
  * - Data is a position-dependent pseudo-random byte stream: byte p of stream `seed` is
  *   pat_byte(seed, p). Seeds mix in everything that identifies a message (size, iteration,
  *   direction, sender, ...), so a byte that lands in the wrong place, the wrong message or the
@@ -11,7 +12,7 @@
  *   "PROG: MISMATCH rank R (host) <context>: offset O expected 0xEE got 0xGG (N bytes differ)".
  *   Mismatches are counted, not fatal: the program runs on so that its message pattern (and so
  *   the peers) stays in step, and dp_finish() makes every rank exit 1 if any rank saw one.
- * - Each program adds, per message it receives from the OTHER host, a lower bound of the
+ * - Each program adds, per message it receives from ANOTHER host, a lower bound of the
  *   datagrams the usnic BTL must have delivered for it (dp_count_in), or the data bytes that
  *   must have crossed (dp_count_bytes_in) where it cannot know the messages. dp_finish() prints
  *   the sum per host, "PROG: host NAME min_usnic_dgrams_in N", which the test scripts compare
@@ -29,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+/* Hosts a job may span (tools/netns-world/netns-world makes at most 8). */
+#define DP_MAX_HOSTS 8
 /* Bytes after each receive buffer that must stay untouched. */
 #define DP_GUARD 64
 /* helpers not every program uses */
@@ -53,9 +56,10 @@ DP_FN unsigned long long dp_max_dgram_payload(void)
 
 static const char *dp_prog = "?";
 static int dp_rank, dp_size;
-static int dp_my_host;                      /* 0 = rank 0's host, 1 = the other one */
+static int dp_my_host;                      /* 0 = rank 0's host, 1 = the next one, ... */
+static int dp_nhosts;                       /* hosts the ranks run on */
 static int *dp_host_of;                     /* host index of every rank */
-static char dp_host_name[2][MPI_MAX_PROCESSOR_NAME];
+static char dp_host_name[DP_MAX_HOSTS][MPI_MAX_PROCESSOR_NAME];
 static long long dp_errors;                 /* mismatches seen by this rank */
 static long long dp_reports;
 static unsigned long long dp_msgs, dp_bytes; /* messages/bytes this rank verified */
@@ -203,7 +207,7 @@ DP_FN bool dp_check_fill(const uint8_t *buf, size_t n, uint8_t value, const char
     return true;
 }
 
-/* A message of `bytes` PML payload bytes came from the other host: the usnic BTL delivered
+/* A message of `bytes` PML payload bytes came from another host: the usnic BTL delivered
  * at least this many datagrams for it (zero-byte messages still need one). */
 DP_FN void dp_count_in(size_t bytes)
 {
@@ -235,7 +239,7 @@ DP_FN void *dp_malloc(size_t n)
     return p;
 }
 
-/* MPI_Init, rank/size, and the host of every rank. Needs ranks on exactly two hosts. */
+/* MPI_Init, rank/size, and the host of every rank. Needs ranks on 2 to DP_MAX_HOSTS hosts. */
 DP_FN void dp_init(const char *prog, int *argc, char ***argv)
 {
     char name[MPI_MAX_PROCESSOR_NAME] = "";
@@ -264,26 +268,26 @@ DP_FN void dp_init(const char *prog, int *argc, char ***argv)
                      "%s-%s", name, r < dp_size / 2 ? "lo" : "hi");
         }
     }
-    strcpy(dp_host_name[0], all);
-    dp_host_name[1][0] = '\0';
+    dp_nhosts = 0;
     for (int r = 0; r < dp_size; ++r) {
         const char *n = all + (size_t) r * MPI_MAX_PROCESSOR_NAME;
-        if (0 == strcmp(n, dp_host_name[0])) {
-            dp_host_of[r] = 0;
-        } else {
-            if ('\0' == dp_host_name[1][0]) {
-                strcpy(dp_host_name[1], n);
-            } else if (0 != strcmp(n, dp_host_name[1])) {
+        int h = 0;
+        while (h < dp_nhosts && 0 != strcmp(n, dp_host_name[h])) {
+            ++h;
+        }
+        if (h == dp_nhosts) {
+            if (DP_MAX_HOSTS == dp_nhosts) {
                 if (0 == dp_rank) {
-                    printf("%s: ERROR ranks run on more than two hosts\n", prog);
+                    printf("%s: ERROR ranks run on more than %d hosts\n", prog, DP_MAX_HOSTS);
                 }
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
-            dp_host_of[r] = 1;
+            strcpy(dp_host_name[dp_nhosts++], n);
         }
+        dp_host_of[r] = h;
     }
     dp_my_host = dp_host_of[dp_rank];
-    if ('\0' == dp_host_name[1][0]) {
+    if (dp_nhosts < 2) {
         if (0 == dp_rank) {
             printf("%s: ERROR all ranks run on %s: no inter-host traffic to test\n", prog,
                    dp_host_name[0]);
@@ -292,7 +296,11 @@ DP_FN void dp_init(const char *prog, int *argc, char ***argv)
     }
     free(all);
     if (0 == dp_rank) {
-        printf("%s: %d ranks on %s and %s\n", prog, dp_size, dp_host_name[0], dp_host_name[1]);
+        printf("%s: %d ranks on %s", prog, dp_size, dp_host_name[0]);
+        for (int h = 1; h < dp_nhosts; ++h) {
+            printf("%s%s", h + 1 < dp_nhosts ? ", " : " and ", dp_host_name[h]);
+        }
+        printf("\n");
         fflush(stdout);
     }
 }
@@ -334,14 +342,14 @@ DP_FN void dp_phase_done(const char *what, double t_start)
 DP_FN int dp_finish(void)
 {
     long long errors = 0;
-    unsigned long long mine[4] = {dp_msgs, dp_bytes, 0, 0}, sum[4];
+    unsigned long long mine[2 + DP_MAX_HOSTS] = {dp_msgs, dp_bytes}, sum[2 + DP_MAX_HOSTS];
 
     mine[2 + dp_my_host] =
         dp_min_dgrams_in + (dp_bytes_in + DP_MAX_DGRAM_PAYLOAD - 1) / DP_MAX_DGRAM_PAYLOAD;
     MPI_Allreduce(&dp_errors, &errors, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(mine, sum, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, sum, 2 + DP_MAX_HOSTS, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (0 == dp_rank) {
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < dp_nhosts; ++h) {
             printf("%s: host %s min_usnic_dgrams_in %llu\n", dp_prog, dp_host_name[h],
                    sum[2 + h]);
         }

@@ -31,7 +31,7 @@ static const size_t default_sizes[] = {0, 1, 722, 723, 4050, 4051, 16384, 153544
 
 static size_t *sizes;
 static int nsizes, rounds = 2, burst = 2;
-static int leader[2], nhost[2];
+static int leader[DP_MAX_HOSTS], nhost[DP_MAX_HOSTS];
 
 static void parse_sizes(const char *list)
 {
@@ -140,9 +140,9 @@ static void alltoalls(int round)
                  b);
         dp_check_fill(out + total, DP_GUARD, poison, ctx);
         dp_verified(total);
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < dp_nhosts; ++h) {
             if (dp_rank == leader[h]) {
-                dp_count_bytes_in(b * nhost[h] * nhost[1 - h]);
+                dp_count_bytes_in(b * nhost[h] * (dp_size - nhost[h]));
             }
         }
         free(in);
@@ -204,7 +204,9 @@ int main(int argc, char **argv)
         }
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    leader[0] = leader[1] = -1;
+    for (int h = 0; h < DP_MAX_HOSTS; ++h) {
+        leader[h] = -1;
+    }
     for (int r = dp_size - 1; r >= 0; --r) {
         leader[dp_host_of[r]] = r;
         nhost[dp_host_of[r]]++;

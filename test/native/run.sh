@@ -1,0 +1,82 @@
+#!/bin/bash
+# test/native/run.sh [-n HOSTS] [t-NAME...]: run integration tests in the native world
+# (tools/netns-world/netns-world: HOSTS hosts on this machine, default 2, no VM, no RDMA;
+# usnic over kernel UDP), one after the other in ONE world. Default: every test of test/vm/
+# and test/native/ whose header line `# world: ...` names native and whose
+# `# native-hosts: MIN` (default 2) is at most HOSTS. A name is looked up in test/native/,
+# then test/vm/. Prints `PASS|FAIL NAME (Ns)` per test and finally
+# `native: N passed, N failed` (`nativeN: ...` with HOSTS = N other than 2); exits non-zero if
+# a test or the world failed. Logs: test/native/logs/ (2 hosts) or test/native/logs/nN/,
+# NAME.log per test (NAME.2.log ... for a test named again), run.log; NATIVE_LOGS=DIR
+# replaces that. Timeouts as in test/vm/run.sh: `# vm-timeout: SECONDS` (default 300),
+# VM_TEST_TIMEOUT replaces them, USNIC_ASAN=1 (test/vm/asan-run.sh --native) multiplies them
+# by USNIC_ASAN_SLOW (default 3).
+# The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
+# 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
+# programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
+set -u
+NATIVE=$(cd "$(dirname "$0")" && pwd)
+REPO=${NATIVE%/test/native}
+VM=$REPO/test/vm
+HOSTS=2
+if [ "${1:-}" = -n ]; then HOSTS=${2:-}; shift 2; fi
+[[ $HOSTS =~ ^[2-8]$ ]] || { echo "run.sh: -n needs 2..8 hosts" >&2; exit 2; }
+label=native
+[ "$HOSTS" = 2 ] || label=native$HOSTS
+LOGS=${NATIVE_LOGS:-$NATIVE/logs$([ "$HOSTS" = 2 ] || echo "/n$HOSTS")}
+
+# test_file NAME: the script of test NAME
+test_file() {
+    if [ -f "$NATIVE/$1.sh" ]; then echo "$NATIVE/$1.sh"
+    elif [ -f "$VM/$1.sh" ]; then echo "$VM/$1.sh"
+    fi
+}
+# header FILE KEY: the value of the header line `# KEY: VALUE`
+header() { sed -n "s/^# $2: *//p" "$1" | head -1; }
+
+if [ $# = 0 ]; then
+    for t in "$VM"/t-*.sh "$NATIVE"/t-*.sh; do
+        [ -f "$t" ] || continue
+        case " $(header "$t" world) " in *" native "*) ;; *) continue ;; esac
+        [ "$(header "$t" native-hosts | grep -Eo '^[0-9]+')" -gt "$HOSTS" ] 2>/dev/null && continue
+        n=${t##*/}; set -- "$@" "${n%.sh}"
+    done
+fi
+slow=1
+[ "${USNIC_ASAN:-0}" = 1 ] && slow=${USNIC_ASAN_SLOW:-3}
+specs=()
+for t; do
+    name=${t##*/}; name=${name%.sh}
+    f=$(test_file "$name")
+    [ -n "$f" ] || { echo "run.sh: no such test: $name (in $NATIVE or $VM)" >&2; exit 2; }
+    to=$(header "$f" vm-timeout | grep -Eo '^[0-9]+')
+    specs+=("$f:$((${VM_TEST_TIMEOUT:-${to:-300}} * slow))")
+done
+mkdir -p "$LOGS" || exit 2
+for s in "${specs[@]}"; do
+    n=${s%:*}; n=${n##*/}; n=${n%.sh}
+    rm -f "$LOGS/$n.log" "$LOGS/$n".[0-9]*.log
+done
+: > "$LOGS/run.log"
+cd "$REPO" || exit 2
+t0=$SECONDS
+VM_LOGS=$LOGS tools/netns-world/netns-world -n "$HOSTS" --mtu "${NATIVE_MTU:-4128}" \
+    test/vm/run.sh --in-guest "${specs[@]}" < /dev/null 2>&1 | tee -a "$LOGS/run.log"
+wrc=${PIPESTATUS[0]}
+# the k-th run of a test is the k-th result line of its name
+npass=0 nfail=0
+declare -A seen=()
+for s in "${specs[@]}"; do
+    name=${s%:*}; name=${name##*/}; name=${name%.sh}
+    seen[$name]=$((${seen[$name]:-0} + 1))
+    result=$(grep -E "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
+    case $result in
+        PASS*) npass=$((npass + 1)) ;;
+        FAIL*) nfail=$((nfail + 1)) ;;
+        *) echo "FAIL $name (not run)"; nfail=$((nfail + 1)) ;;
+    esac
+done
+[ "$wrc" = 0 ] || echo "$label: the world failed (netns-world exit code $wrc)"
+echo "$label: $HOSTS hosts, run took $((SECONDS - t0))s, logs in $LOGS"
+echo "$label: $npass passed, $nfail failed"
+[ "$nfail" = 0 ] && [ "$wrc" = 0 ]
