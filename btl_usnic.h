@@ -200,13 +200,19 @@ static inline double opal_btl_usnic_now_us(void)
 /* Receive window: how far ahead of the next expected sequence a segment
  * is accepted (one bit each).  Bounds any peer's send window. */
 #define USNIC_WINDOW_SIZE 4096
-/* Default of btl_usnic_max_send_window, the largest send window.  256
- * segments of an MTU keep more than a bandwidth-delay product in flight on a
- * LAN; a larger window helps where ACKs come back late (a receiver that
- * waits for a CPU) and costs 8 bytes of send table per slot and peer. */
-#define USNIC_TX_WINDOW_MAX 256
+/* Default of btl_usnic_max_send_window, the largest send window: as far
+ * as the receive window reaches.  The window starts at
+ * USNIC_TX_WINDOW_INIT and follows the path's bandwidth-delay product
+ * below this and the peer's buffers; its send table is pooled, held only
+ * while segments are in flight, so a large window costs no memory per
+ * peer. */
+#define USNIC_TX_WINDOW_MAX USNIC_WINDOW_SIZE
 /* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64
+/* Send tables: USNIC_TX_TABLE_MIN << class slots, for classes up to the
+ * receive window's size. */
+#define USNIC_TX_TABLE_MIN 64
+#define USNIC_TX_TABLE_CLASSES 7
 
 /* Register all MCA parameters; defined in btl_usnic_mca.c. */
 int opal_btl_usnic_component_register(void);

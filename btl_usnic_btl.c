@@ -581,10 +581,6 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         return OPAL_ERR_RESOURCE_BUSY;
     }
     /* A small frag without a call (as frag_alloc makes it). */
-    if (OPAL_UNLIKELY(!endpoint->tx_ready) &&
-        OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint)) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
     frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;

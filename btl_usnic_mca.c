@@ -140,9 +140,10 @@ int opal_btl_usnic_component_register(void)
     reg_int("rd_num", "Receive queue depth of the data channel (-1 = min(1024, device "
             "maximum))", -1, &c->rd_num, OPAL_INFO_LVL_5);
     reg_int("max_send_window", "Most data segments sent to one peer and not yet acknowledged "
-            "(the peer's receive buffers, shared among its peers, bound it too); larger "
-            "windows stream faster where ACKs come back late, and cost 8 bytes per slot and "
-            "peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
+            "(the peer's receive buffers, shared among its peers, bound it too).  The window "
+            "starts at 256 and follows the path's bandwidth-delay product up to this; its send "
+            "table is held only while data is in flight, so a large value costs no memory "
+            "per peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
     reg_int("prio_sd_num", "Send queue depth of the priority channel (-1 = 127, capped at "
             "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
     reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "

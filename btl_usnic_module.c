@@ -325,6 +325,10 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
+    memset(module->tx_tables_free, 0, sizeof(module->tx_tables_free));
+    memset(module->tx_tables_cached, 0, sizeof(module->tx_tables_cached));
+    module->rx_frags_free = NULL;
+    module->rx_frags_cached = 0;
     opal_btl_usnic_rdma_init(module);
 }
 
@@ -421,6 +425,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
         OBJ_RELEASE(ep);
     }
+    opal_btl_usnic_tx_tables_fini(module);
     opal_btl_usnic_rdma_fini(module);
     free(module->rx_spare);
     module->rx_spare = NULL;

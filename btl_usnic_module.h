@@ -126,6 +126,13 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */
+    /* Send tables not held by an endpoint, by class (USNIC_TX_TABLE_MIN <<
+     * class slots), linked through their first slot (btl_usnic_endpoint.c). */
+    struct opal_btl_usnic_send_seg_t **tx_tables_free[USNIC_TX_TABLE_CLASSES];
+    uint32_t tx_tables_cached[USNIC_TX_TABLE_CLASSES];
+    /* Reassembly slot arrays not held by an endpoint, the same way. */
+    usnic_rx_frag_t *rx_frags_free;
+    uint32_t rx_frags_cached;
     /* a delivered message's reassembly buffer, kept for the next one (a
      * malloc and free per chunked message cost more than its second chunk) */
     uint8_t *rx_spare;

@@ -103,6 +103,7 @@ static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
     if (NULL == slot->buf) {
         return false;
     }
+    ++ep->rx_frags_busy;
     slot->frag_id = ch->frag_id;
     slot->frag_size = ch->frag_size;
     slot->bytes_left = ch->frag_size;
@@ -135,12 +136,15 @@ static bool chunk_continue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
 }
 
 /* The last chunk is in: the message goes to the PML (a send), the GET
- * completes, or the PUT is done; the slot is free again. */
+ * completes, or the PUT is done; the slot is free again (and the slots go
+ * back to the pool when none is busy). */
 static void chunk_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_recv_seg_t *rseg, usnic_rx_frag_t *slot,
                            const usnic_btl_chunk_header_t *ch, bool get_data)
 {
-    if (0 == slot->put_addr) {
+    bool put = 0 != slot->put_addr;
+
+    if (!put) {
         deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
         recv_buf_done(module, slot->buf, slot->buf_size);
     } else if (get_data && !slot->discard) {
@@ -148,9 +152,12 @@ static void chunk_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
     }
     slot->buf = NULL;
     slot->frag_id = 0;
+    if (0 == --ep->rx_frags_busy) {
+        opal_btl_usnic_rx_frags_put(ep);
+    }
     /* A PUT completes at its origin when acknowledged; a send's ACK can
      * wait to ride on the answer, unless the sender asks. */
-    opal_btl_usnic_schedule_ack(ep, 0 != slot->put_addr || (ch->hdr.flags & USNIC_HDR_ACK_REQ));
+    opal_btl_usnic_schedule_ack(ep, put || (ch->hdr.flags & USNIC_HDR_ACK_REQ));
 }
 
 /* Reassembly of a chunk; returns false if the chunk was dropped without
@@ -171,11 +178,8 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     }
     first_seq = usnic_chunk_first_seq(ch, module->max_chunk_payload);
 
-    if (NULL == ep->rx_frags) {
-        ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
-        if (NULL == ep->rx_frags) {
-            return false;
-        }
+    if (NULL == ep->rx_frags && NULL == opal_btl_usnic_rx_frags_get(ep)) {
+        return false;
     }
     slot = &ep->rx_frags[ch->frag_id % USNIC_RX_FRAG_SLOTS];
     switch (usnic_rx_classify_chunk(slot, ch)) {

@@ -233,6 +233,23 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     return true;
 }
 
+uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
+                                   opal_btl_usnic_endpoint_t *ep, uint16_t seq,
+                                   uint32_t inflight)
+{
+    if (opal_btl_usnic_endpoint_tx_grow(ep, seq) && usnic_tx_window_room(&ep->tx, inflight)) {
+        return 0;
+    }
+    ++module->stats.num_window_full;
+    /* (a clock read only when a round starts) */
+    if (ep->tx.round_active) {
+        ep->tx.round_blocked = true;
+    } else if (usnic_tx_bdp_limits(&ep->tx)) {
+        usnic_tx_bdp_blocked(&ep->tx, opal_btl_usnic_now_us());
+    }
+    return USNIC_HDR_ACK_REQ;
+}
+
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];

@@ -55,7 +55,10 @@
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \
     X(num_zcopy_chunks, "GET data chunks sent from the registered memory itself, not copied") \
     X(num_zcopy_unregistered, "regions registered for GETs that the device refused to register (their GET data is copied)") \
-    X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)")
+    X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)") \
+    X(num_window_grows, "send windows doubled: the window limited and the path delivered more for a larger one") \
+    X(num_window_reverts, "send windows halved again: the path delivered no more for the doubled window") \
+    X(num_table_grows, "send tables doubled for a growing window (what was in flight moved)")
 
 typedef struct {
 #define USNIC_STATS_FIELD(name, desc) uint64_t name;
@@ -67,6 +70,8 @@ typedef struct {
     /* state, never reset by relative reports */
     uint64_t endpoints;                 /* endpoints now */
     uint64_t endpoint_bytes;            /* memory they hold now */
+    uint64_t send_table_bytes;          /* pooled send tables: held for data in flight, or free */
+    uint64_t reassembly_bytes;          /* pooled reassembly slots: held while reassembling, or free */
     uint64_t add_procs_usec;            /* time spent in add_procs, in total */
 } opal_btl_usnic_stats_t;
 

@@ -64,6 +64,75 @@ void usnic_tx_cwnd_grow(usnic_tx_window_t *w, uint32_t acked)
     usnic_tx_window_limit(w);
 }
 
+static void bdp_round_start(usnic_tx_window_t *w, double now_us)
+{
+    w->round_active = true;
+    w->round_blocked = false;
+    w->round_loss = false;
+    w->round_seq = (uint16_t)(w->next_seq_to_send - 1);
+    w->round_ack = w->ack_seq_rcvd;
+    w->round_start_us = now_us;
+}
+
+void usnic_tx_bdp_blocked(usnic_tx_window_t *w, double now_us)
+{
+    if (w->round_active) {
+        w->round_blocked = true;
+    } else if (usnic_tx_bdp_limits(w)) {
+        bdp_round_start(w, now_us);
+    }
+}
+
+/* Double bdp (up to size) and remember what it delivered before. */
+static bool bdp_probe(usnic_tx_window_t *w, double rate)
+{
+    uint32_t next = w->bdp < w->size / 2 ? 2 * w->bdp : w->size;
+
+    w->probing = next > w->bdp;
+    if (!w->probing) {
+        return false;
+    }
+    w->prev_bdp = w->bdp;
+    w->prev_rate = rate;
+    w->bdp = next;
+    return true;
+}
+
+bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us)
+{
+    double dt = now_us - w->round_start_us;
+    double rate = (uint16_t)(w->ack_seq_rcvd - w->round_ack) / (dt > 0.01 ? dt : 0.01);
+    uint32_t before = w->bdp;
+
+    w->round_active = false;
+    if (w->round_loss || !w->round_blocked || !usnic_tx_bdp_limits(w)) {
+        /* a loss is the congestion window's (and so is a window it
+         * limits); an unfilled window covers the flow: either way the
+         * round says nothing about the path */
+        w->probing = false;
+    } else if (w->probing) {
+        if (8 * rate >= 9 * w->prev_rate) {
+            bdp_probe(w, rate);
+        } else {
+            w->bdp = w->prev_bdp;
+            w->probing = false;
+            w->hold = USNIC_BDP_HOLD;
+        }
+    } else if (w->hold > 0) {
+        --w->hold;
+    } else {
+        bdp_probe(w, rate);
+    }
+    /* still limited by the window: measure the next round at once (not
+     * if all is ACKed: that round would end at the next ACK, whenever the
+     * sender sends again, and count the pause as the path's) */
+    if (w->round_blocked && 0 != usnic_tx_window_inflight(w)) {
+        bdp_round_start(w, now_us);
+    }
+    usnic_tx_window_limit(w);
+    return w->bdp != before;
+}
+
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits)
 {
     w->next_contig = first_seq;

@@ -184,11 +184,13 @@ byobj() {
     echo "above, $(count scale-1 messages) messages, then $(count scale-1-idle passes) idle passes."
     echo "\`btl_usnic_peer_timeout\` has its default (30 s), so progress walks all endpoints"
     echo "every 1024 passes (of all modules together). Memory: the module's"
-    echo "\`endpoint_bytes\` counter after the measurement, and the growth of the resident set"
-    echo "while the peers were added (under valgrind; includes the proc records and hash table)."
+    echo "\`endpoint_bytes\` counter after the measurement, its pooled send tables"
+    echo "(\`send_table_bytes\`: held while data is in flight, or free for reuse; per module, not"
+    echo "per peer), and the growth of the resident set while the peers were added (under"
+    echo "valgrind; includes the proc records, hash table and the bench's own proc objects)."
     echo
-    echo "| peers | per message | vs 1 peer | per idle pass | vs 1 peer | endpoint_bytes per peer | RSS growth per added peer | send window | priority window |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| peers | per message | vs 1 peer | per idle pass | vs 1 peer | endpoint_bytes per peer | send tables (module) | RSS growth per added peer | send window | priority window |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     base=$(per "$(total scale-1)" "$(count scale-1 messages)")
     ibase=$(per "$(total scale-1-idle)" "$(count scale-1-idle passes)")
     for n in 1 100 1000 10000; do
@@ -197,11 +199,12 @@ byobj() {
         i=$(per "$(total "$p-idle")" "$(count "$p-idle" passes)")
         rss=$(count "$p" rss_delta)
         awk -v n="$n" -v v="$v" -v b="$base" -v i="$i" -v ib="$ibase" \
-            -v eb="$(count "$p" endpoint_bytes)" -v rss="$rss" \
+            -v eb="$(count "$p" endpoint_bytes)" -v tb="$(count "$p" send_table_bytes)" \
+            -v rss="$rss" \
             -v win="$(count "$p" window)" -v pw="$(count "$p" prio_window)" 'BEGIN {
-            printf "| %d | %.1f | %.3f | %.1f | %.3f | %.0f | %s | %d | %d |\n", n, v, v / b,
-                   i, i / ib, eb / n, (n > 1 && rss >= 0) ? sprintf("%.0f", rss / (n - 1)) : "–",
-                   win, pw }'
+            printf "| %d | %.1f | %.3f | %.1f | %.3f | %.0f | %d | %s | %d | %d |\n", n, v,
+                   v / b, i, i / ib, eb / n, tb,
+                   (n > 1 && rss >= 0) ? sprintf("%.0f", rss / (n - 1)) : "–", win, pw }'
     done
     echo
     for p in ping idle wait chunk get; do

@@ -475,8 +475,8 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
 }
 
 /* One 8-byte message from side s to the extra peer and one back that also
- * acknowledges it, so the endpoint has its send table, has received, has
- * ACKed (into the void) and is idle again. */
+ * acknowledges it, so the endpoint has sent, has received, has ACKed (into
+ * the void) and is idle again (its send table back in the pool, or soon). */
 static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
 {
     uint8_t d[sizeof(usnic_btl_header_t) + OB1_MATCH_HDR_LEN + SMALL_LEN];
@@ -511,7 +511,8 @@ static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
             continue;
         }
     }
-    if (ep->timer_running || ep->ack_owed || NULL == ep->sent_segs) {
+    if (ep->timer_running || ep->ack_owed || 0 != usnic_tx_window_inflight(&ep->tx) ||
+        ep->tx.next_seq_to_send == w->mods[s].isn) {
         FAIL("extra peer of side %c not idle after one exchange", 'A' + s);
     }
 }
@@ -610,10 +611,12 @@ static void scale(int peers)
     check_world(w, phase);
     endpoint_bytes = w->mods[SIDE_A].stats.endpoint_bytes;
     phase_line(phase,
-               "messages=%d peers=%d active=%d endpoint_bytes=%llu rss_delta=%ld window=%u "
-               "prio_window=%u",
+               "messages=%d peers=%d active=%d endpoint_bytes=%llu send_table_bytes=%llu "
+               "rss_delta=%ld window=%u prio_window=%u",
                2 * SCALE_ROUNDS, peers, peers - 1 < ACTIVE_PEERS ? peers - 1 : ACTIVE_PEERS,
-               (unsigned long long) endpoint_bytes, rss0 >= 0 && rss1 >= 0 ? rss1 - rss0 : -1,
+               (unsigned long long) endpoint_bytes,
+               (unsigned long long) w->mods[SIDE_A].stats.send_table_bytes,
+               rss0 >= 0 && rss1 >= 0 ? rss1 - rss0 : -1,
                w->ep[SIDE_A]->tx.size, w->ep[SIDE_A]->prio_window);
 
     /* progress walks every endpoint now and then: idle passes show it best */
