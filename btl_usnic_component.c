@@ -87,7 +87,8 @@ static int usnic_component_open(void)
     c->dev_ops = &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
-    OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
+    opal_btl_usnic_regs_init(&c->reg_table);
+    c->regs = &c->reg_table;
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     add_help_dir();
 
@@ -107,7 +108,7 @@ static int usnic_component_close(void)
         c->reachable_ready = false;
     }
     OPAL_LIST_DESTRUCT(&c->procs);
-    OPAL_LIST_DESTRUCT(&c->put_targets);
+    opal_btl_usnic_regs_fini(&c->reg_table);
     OBJ_DESTRUCT(&c->lock);
     for (int i = 0; i < c->num_contexts; ++i) {
         c->dev_ops->close(c->contexts[i].dev);

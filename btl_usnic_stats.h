@@ -49,6 +49,7 @@
     X(num_atomics, "emulated atomic operations started")                     \
     X(num_rdma_served, "GET and atomic requests of peers carried out (or refused)") \
     X(num_rdma_refused, "GET and atomic requests refused: outside memory registered for them") \
+    X(num_bad_handles, "PUTs, GETs and atomics of peers naming no registration of this process (slot out of range or empty, wrong or revoked key): refused, nothing written or read") \
     X(num_rdma_stray, "GET/atomic replies matching no outstanding request, dropped") \
     X(num_rdma_local, "PUTs, GETs and atomics on this process's own memory (NULL endpoint)") \
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \

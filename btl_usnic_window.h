@@ -330,7 +330,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         }
         return USNIC_PKT_OK;
     case USNIC_PAYLOAD_TYPE_FRAG:
-        if (sizeof(*h) + (size_t)h->payload_len != len) {
+        if (sizeof(*h) + (size_t)h->payload_len != len ||
+            (0 != h->put_addr && h->payload_len < usnic_put_ref_len(h->tag, h->put_addr))) {
             return USNIC_PKT_BAD_LENGTH;
         }
         return USNIC_PKT_OK;
@@ -338,7 +339,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         if (len < sizeof(*ch)) {
             return USNIC_PKT_SHORT;
         }
-        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+        if (sizeof(*ch) + usnic_put_ref_len(h->tag, h->put_addr) + (size_t)h->payload_len !=
+            len) {
             return USNIC_PKT_BAD_LENGTH;
         }
         if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||

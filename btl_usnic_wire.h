@@ -102,6 +102,30 @@ static inline bool usnic_is_get_data(uint8_t tag, uint64_t put_addr)
     return USNIC_TAG_RDMA == tag && 0 != put_addr;
 }
 
+/* Whether it is an emulated PUT (written at put_addr). */
+static inline bool usnic_is_put(uint8_t tag, uint64_t put_addr)
+{
+    return USNIC_TAG_RDMA != tag && 0 != put_addr;
+}
+
+/* The target's registration a PUT, GET or atomic names: the handle the
+ * target's btl_register_mem gave out (a slot of its table and the random
+ * key of that registration).  Every PUT datagram carries one: a FRAG's
+ * payload starts with it (payload_len counts it), a CHUNK has it between
+ * the chunk header and the data (payload_len counts the data only, so
+ * that chunk offsets stay in data bytes). */
+typedef struct {
+    uint64_t key;
+    uint32_t index;
+    uint32_t pad;
+} usnic_reg_ref_t;
+
+/* Bytes between a datagram's (chunk) header and its data. */
+static inline uint32_t usnic_put_ref_len(uint8_t tag, uint64_t put_addr)
+{
+    return usnic_is_put(tag, put_addr) ? (uint32_t) sizeof(usnic_reg_ref_t) : 0;
+}
+
 enum {
     USNIC_RDMA_GET = 1,     /* read len bytes at addr */
     USNIC_RDMA_AOP = 2,     /* atomic aop with operand, no result wanted */
@@ -139,10 +163,11 @@ typedef struct {
     uint64_t addr;          /* target address (requests) */
     uint64_t operand;       /* atomics; in a reply the old value */
     uint64_t operand2;      /* compare-and-swap: the value written */
+    usnic_reg_ref_t reg;    /* requests: the target's registration */
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 4
+#define USNIC_MODEX_VERSION 5
 typedef struct {
     uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
     uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */
@@ -163,7 +188,8 @@ typedef struct {
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
 _Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
-_Static_assert(sizeof(usnic_rdma_msg_t) == 40, "GET/atomic message header must be 40 bytes");
+_Static_assert(sizeof(usnic_rdma_msg_t) == 56, "GET/atomic message header must be 56 bytes");
+_Static_assert(sizeof(usnic_reg_ref_t) == 16, "registration reference must be 16 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
  * padded to its size; the ACK repeats that size.  A LIVE_PING (16 bytes,
