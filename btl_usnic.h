@@ -119,6 +119,9 @@ typedef struct opal_btl_usnic_component_t {
     /* per-process queue key from getrandom(), published in the modex and
      * never printed: whoever knows it can send to our queue pairs */
     uint32_t qkey;
+    /* per-process key of the connectivity messages to this process, the
+     * same way from getrandom to the modex and nowhere else */
+    uint32_t conn_key[4];
 
     /* progress passes so far; ACK delays count in these */
     uint64_t progress_ticks;

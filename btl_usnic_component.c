@@ -279,6 +279,15 @@ static bool init_identity(opal_btl_usnic_component_t *c)
         }
         c->qkey &= 0x7fffffffu;     /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
+    {
+        int err = opal_btl_usnic_random(c->conn_key, sizeof(c->conn_key));
+        if (0 != err) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                           opal_process_info.nodename, "(all devices)",
+                           "the key of the connectivity messages", strerror(err));
+            return false;
+        }
+    }
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
     /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */

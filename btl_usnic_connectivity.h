@@ -16,6 +16,11 @@
  * host behind a Unix-socket IPC; per-process sockets need no IPC and
  * name the exact failing pair.)  Failures are reported on the main thread
  * from the progress function.
+ *
+ * Trust: a ping is answered only if authentic under this process's key,
+ * which only the job has (usnic_conn_msg_t in btl_usnic_wire.h); an answer
+ * counts only if authentic under the pinged peer's key, from its address,
+ * for a ping of ours still outstanding.
  */
 
 #ifndef BTL_USNIC_CONNECTIVITY_H
@@ -43,6 +48,9 @@ typedef struct opal_btl_usnic_live_t opal_btl_usnic_live_t;
 /* Send one liveness ping to the endpoint's peer (nothing if the checker is
  * off on either side). */
 void opal_btl_usnic_liveness_ping(struct mca_btl_base_endpoint_t *ep);
+
+/* When (monotonic seconds) the peer last answered; 0 if never. */
+double opal_btl_usnic_liveness_answer(struct mca_btl_base_endpoint_t *ep);
 
 /* When (monotonic seconds) the peer last answered while busy outside
  * progress; 0 if never. */

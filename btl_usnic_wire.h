@@ -183,18 +183,25 @@ typedef struct {
     uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
     uint32_t rcv_depth;         /* receive buffers a sender may count on, data channel */
     uint32_t prio_rcv_depth;    /* the same for the priority channel */
+    uint32_t conn_key[4];       /* SipHash key of this process's connectivity messages
+                                 * (getrandom; travels only here, never printed) */
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
-_Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 84, "modex record must be 84 bytes");
 _Static_assert(sizeof(usnic_rdma_msg_t) == 56, "GET/atomic message header must be 56 bytes");
 _Static_assert(sizeof(usnic_reg_ref_t) == 16, "registration reference must be 16 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
- * padded to its size; the ACK repeats that size.  A LIVE_PING (16 bytes,
- * magic PING) asks whether the peer process is alive; its LIVE_ACK (magic
- * ACK) carries in size the milliseconds since the peer last ran progress. */
+ * padded to its size; the ACK repeats that size.  A LIVE_PING asks whether
+ * the peer process is alive; its LIVE_ACK (magic ACK) carries in size the
+ * milliseconds since the peer last ran progress.  A ping carries a nonce
+ * its answer repeats.  Both are authenticated with the key of the process
+ * pinged (conn_key of its modex record, so known only to the job): mac is
+ * SipHash-2-4 under that key over the other fields and the sender's and
+ * receiver's address and port (usnic_conn_mac).  The key itself never
+ * travels on the wire. */
 #define USNIC_CONN_MAGIC_PING 0x75736e6963504e47ULL
 #define USNIC_CONN_MAGIC_ACK 0x75736e69634b4341ULL
 enum { USNIC_CONN_PING = 17, USNIC_CONN_ACK = 18, USNIC_CONN_LIVE_PING = 19,
@@ -204,7 +211,9 @@ typedef struct {
     uint8_t type;
     uint8_t pad[3];
     uint32_t size;
+    uint64_t nonce;         /* chosen by the pinger, repeated by the answer */
+    uint64_t mac;
 } usnic_conn_msg_t;
-_Static_assert(sizeof(usnic_conn_msg_t) == 16, "connectivity message must be 16 bytes");
+_Static_assert(sizeof(usnic_conn_msg_t) == 32, "connectivity message must be 32 bytes");
 
 #endif /* BTL_USNIC_WIRE_H */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "opal/constants.h"
+#include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
 #if OPAL_MAJOR_VERSION >= 5
 #include "opal/mca/accelerator/base/base.h"
@@ -57,6 +58,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "unit: opal_init_util failed\n");
         return 2;
     }
+    /* As opal_init does: the checker's progress thread (test_conn.c) can
+     * then be stopped from the main thread. */
+    opal_event_use_threads();
 #if OPAL_MAJOR_VERSION >= 5
     /* 5.0's convertor asks the accelerator framework about every buffer;
      * opal_init opens it, opal_init_util does not. */
