@@ -13,12 +13,12 @@
 #include <stdlib.h>
 
 #include "opal/constants.h"
-#include "opal/mca/event/event.h"
 #include "opal/runtime/opal.h"
 #if OPAL_MAJOR_VERSION >= 5
 #include "opal/mca/accelerator/base/base.h"
 #endif
 
+#include "btl_usnic_compat.h"
 #include "usnic_test.h"
 
 static usnic_test_t *first, **last = &first;
