@@ -213,16 +213,64 @@ static bool authentic(opal_btl_usnic_module_t *module, const usnic_conn_msg_t *m
                                     htons((uint16_t) module->local_addr.connectivity_udp_port));
 }
 
-/* A PING or LIVE_PING: answered only if authentic under this process's key
- * (only the job's processes have it: the modex); else counted. */
+static inline uint64_t peer_key(uint32_t ip, uint16_t port)
+{
+    return (uint64_t) ip << 16 | port;
+}
+
+void opal_btl_usnic_connectivity_add_peer(opal_btl_usnic_module_t *module, uint32_t ip,
+                                          uint16_t port)
+{
+    void *count = NULL;
+
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        (void) opal_hash_table_get_value_uint64(module->conn_peers, peer_key(ip, port), &count);
+        (void) opal_hash_table_set_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                (void *) ((uintptr_t) count + 1));
+    }
+    pthread_mutex_unlock(&conn_lock);
+}
+
+void opal_btl_usnic_connectivity_remove_peer(opal_btl_usnic_module_t *module, uint32_t ip,
+                                             uint16_t port)
+{
+    void *count = NULL;
+
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers &&
+        OPAL_SUCCESS == opal_hash_table_get_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                         &count)) {
+        if ((uintptr_t) count > 1) {
+            (void) opal_hash_table_set_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                    (void *) ((uintptr_t) count - 1));
+        } else {
+            (void) opal_hash_table_remove_value_uint64(module->conn_peers, peer_key(ip, port));
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+}
+
+/* A PING or LIVE_PING: answered only if it comes from a peer's checker
+ * socket and is authentic under this process's key (only the job's
+ * processes have it: the modex); else counted. */
 static void answer(opal_btl_usnic_module_t *module, const usnic_conn_msg_t *m, ssize_t n,
                    const struct sockaddr_in *from)
 {
     usnic_conn_msg_t reply;
     uint32_t size = m->size;
+    void *count = NULL;
 
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        (void) opal_hash_table_get_value_uint64(module->conn_peers, peer_key(from->sin_addr.s_addr,
+                                                                             from->sin_port),
+                                                &count);
+    }
+    pthread_mutex_unlock(&conn_lock);
     /* A PING counts only if it arrived whole: that is the MTU test. */
-    if (!(USNIC_CONN_PING == m->type ? m->size == (uint32_t) n
+    if (NULL == count ||
+        !(USNIC_CONN_PING == m->type ? m->size == (uint32_t) n
                                      : USNIC_CONN_LIVE_PING == m->type && sizeof(*m) == (size_t) n) ||
         !authentic(module, m, usnic_component.conn_key, from)) {
         ++module->stats.num_conn_refused;
@@ -324,6 +372,7 @@ int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
     int fd, val = IP_PMTUDISC_DO;
 
     module->conn_fd = -1;
+    module->conn_peers = NULL;
     module->local_addr.connectivity_udp_port = 0;
     if (!usnic_component.connectivity_enabled) {
         return OPAL_SUCCESS;
@@ -357,6 +406,18 @@ int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
         free(module->conn_send_buf);
         module->conn_recv_buf = module->conn_send_buf = NULL;
         return OPAL_ERROR;
+    }
+    module->conn_peers = OBJ_NEW(opal_hash_table_t);
+    if (NULL == module->conn_peers ||
+        OPAL_SUCCESS != opal_hash_table_init(module->conn_peers, 64)) {
+        if (NULL != module->conn_peers) {
+            OBJ_RELEASE(module->conn_peers);
+        }
+        close(fd);
+        free(module->conn_recv_buf);
+        free(module->conn_send_buf);
+        module->conn_recv_buf = module->conn_send_buf = NULL;
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
     module->conn_fd = fd;
     module->local_addr.connectivity_udp_port = ntohs(sin.sin_port);
@@ -412,6 +473,12 @@ static void unlisten(opal_btl_usnic_module_t *module)
     free(module->conn_recv_buf);
     free(module->conn_send_buf);
     module->conn_recv_buf = module->conn_send_buf = NULL;
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        OBJ_RELEASE(module->conn_peers);
+        module->conn_peers = NULL;
+    }
+    pthread_mutex_unlock(&conn_lock);
 }
 
 void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)

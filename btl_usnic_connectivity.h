@@ -36,6 +36,14 @@ struct mca_btl_base_endpoint_t;
 /* Open the module's UDP socket; sets local_addr.connectivity_udp_port. */
 int opal_btl_usnic_connectivity_listen(struct opal_btl_usnic_module_t *module);
 
+/* The checker socket at ip:port (network order) is a peer of this job on
+ * the module: only peers' pings are answered.  Each add is undone by one
+ * remove (endpoint set-up and destruction); no-ops while the checker is off. */
+void opal_btl_usnic_connectivity_add_peer(struct opal_btl_usnic_module_t *module, uint32_t ip,
+                                          uint16_t port);
+void opal_btl_usnic_connectivity_remove_peer(struct opal_btl_usnic_module_t *module,
+                                             uint32_t ip, uint16_t port);
+
 /* Start checking the path to an endpoint's peer interface (once per pair). */
 void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
 

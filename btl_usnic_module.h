@@ -155,6 +155,9 @@ typedef struct opal_btl_usnic_module_t {
     opal_event_t conn_ev;
     uint8_t *conn_recv_buf;
     uint8_t *conn_send_buf;
+    /* the checker sockets of this module's peers, (ip << 16 | port) -> count
+     * (under the checker's lock) */
+    opal_hash_table_t *conn_peers;
 
     mca_btl_base_module_error_cb_fn_t pml_error_callback;
     bool dead;                      /* fatal error seen; stop touching the device */

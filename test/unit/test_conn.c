@@ -156,6 +156,13 @@ static bool conn_world(conn_world_t *cw, bool peer_is_test, const uint32_t key[4
         peer_is_test ? ntohs(cw->self.sin_port)
                      : cw->w->mods[SIDE_B].local_addr.connectivity_udp_port;
     memcpy(cw->w->ep[SIDE_A]->remote.conn_key, key, 4 * sizeof(uint32_t));
+    /* (the endpoints were made before the sockets: each side's peer, as
+     * endpoint set-up records it) */
+    for (int s = 0; s < 2; ++s) {
+        opal_btl_usnic_connectivity_add_peer(
+            &cw->w->mods[s], LOOPBACK,
+            htons((uint16_t) cw->w->mods[1 - s].local_addr.connectivity_udp_port));
+    }
     return true;
 }
 
@@ -214,8 +221,8 @@ static bool wait_count(volatile uint64_t *counter, uint64_t want, int ms)
     return *counter >= want;
 }
 
-/* B answers only pings authentic under its key; the answer repeats the
- * nonce and is authentic under B's key too. */
+/* B answers only pings from a peer's socket, authentic under its key; the
+ * answer repeats the nonce and is authentic under B's key too. */
 USNIC_TEST(conn_pings_answered_only_when_authentic)
 {
     conn_world_t cw;
@@ -245,10 +252,16 @@ USNIC_TEST(conn_pings_answered_only_when_authentic)
     m.mac = usnic_conn_mac(usnic_component.conn_key, &m, htonl(0x7f000002), cw.self.sin_port,
                            cw.b.sin_addr.s_addr, cw.b.sin_port);
     send_raw(&cw, &cw.b, &m, sizeof(m));
-    check(wait_count(&STATS(cw.w, SIDE_B)->num_conn_refused, 4, 2000));
+    /* authentic, but the test's socket is no peer of B */
+    send_authentic(&cw, &cw.b, USNIC_CONN_MAGIC_PING, USNIC_CONN_LIVE_PING, 0, 9,
+                   usnic_component.conn_key);
+    check(wait_count(&STATS(cw.w, SIDE_B)->num_conn_refused, 5, 2000));
     check(recv_within(&cw, buf, sizeof(buf), 200, &from) < 0);
 
-    /* authentic: answered */
+    /* a peer now, authentic: answered */
+    opal_btl_usnic_connectivity_add_peer(&cw.w->mods[SIDE_B], cw.self.sin_addr.s_addr,
+                                         cw.self.sin_port);
+    send_raw(&cw, &cw.b, &m, sizeof(m));        /* (the one claiming another address) */
     send_authentic(&cw, &cw.b, USNIC_CONN_MAGIC_PING, USNIC_CONN_LIVE_PING, 0,
                    0x5555aaaa5555aaaaULL, usnic_component.conn_key);
     n = recv_within(&cw, buf, sizeof(buf), 2000, &from);
@@ -257,7 +270,14 @@ USNIC_TEST(conn_pings_answered_only_when_authentic)
     check(0x5555aaaa5555aaaaULL == r->nonce);
     check(r->mac == usnic_conn_mac(usnic_component.conn_key, r, from.sin_addr.s_addr,
                                    from.sin_port, cw.self.sin_addr.s_addr, cw.self.sin_port));
-    check_int_eq(STATS(cw.w, SIDE_B)->num_conn_refused, 4);
+    check_int_eq(STATS(cw.w, SIDE_B)->num_conn_refused, 6);
+    /* a peer no more */
+    opal_btl_usnic_connectivity_remove_peer(&cw.w->mods[SIDE_B], cw.self.sin_addr.s_addr,
+                                            cw.self.sin_port);
+    send_authentic(&cw, &cw.b, USNIC_CONN_MAGIC_PING, USNIC_CONN_LIVE_PING, 0, 10,
+                   usnic_component.conn_key);
+    check(wait_count(&STATS(cw.w, SIDE_B)->num_conn_refused, 7, 2000));
+    check(recv_within(&cw, buf, sizeof(buf), 200, &from) < 0);
     conn_world_fini(&cw);
     return 0;
 }
@@ -363,6 +383,8 @@ USNIC_TEST(conn_flood_drained_in_budgets)
         sent += sizeof(m) == sendto(cw.fd, &m, sizeof(m), 0, (struct sockaddr *) &cw.b,
                                     sizeof(cw.b));
     }
+    opal_btl_usnic_connectivity_add_peer(&cw.w->mods[SIDE_B], cw.self.sin_addr.s_addr,
+                                         cw.self.sin_port);
     send_authentic(&cw, &cw.b, USNIC_CONN_MAGIC_PING, USNIC_CONN_LIVE_PING, 0, 42,
                    usnic_component.conn_key);
     n = recv_within(&cw, buf, sizeof(buf), 5000, &from);
