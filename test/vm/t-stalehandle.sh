@@ -44,6 +44,12 @@ n=$(grep -E "btl:usnic: stats .*hostB rxeB[0-9]*: " "$OUT" | tr ' ' '\n' |
 if [ "${n:-0}" -ge 1 ]; then pass "hostB counted $n refused PUTs in num_bad_handles"
 else dp_fail "hostB's statistics show no num_bad_handles"; fi
 aborted "$rc" "the job"
-assert_grep 'retransmitting to a peer that has not' "$OUT" \
-    "usnic ended the job at the peer timeout (peer-unreachable message)"
+# (Open MPI 4.1.4 sometimes loses a help message from a process on mpirun's own host; the
+# PML's abort line, which names the cause, is not lost)
+if grep -Eq 'retransmitting to a peer that has not|fatal error on rxeA \(peer [0-9./]+ unreachable\)' \
+    "$OUT"; then
+    pass "usnic ended the job at the peer timeout (peer unreachable)"
+else
+    dp_fail "the job did not end at rank 0's peer timeout"
+fi
 dp_done
