@@ -504,6 +504,10 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
     if (NULL == c) {
         return;
     }
+    /* (OBJ_NEW does not clear: a reused allocation held anything) */
+    c->acked[0] = c->acked[1] = false;
+    c->rounds = 0;
+    c->cancelled = false;
     c->module = module;
     c->peer_proc = ep->proc->proc_opal;
     memset(&c->peer, 0, sizeof(c->peer));

@@ -399,3 +399,95 @@ USNIC_TEST(conn_flood_drained_in_budgets)
     conn_world_fini(&cw);
     return 0;
 }
+
+/* The connectivity checker of A toward a peer that is the test's socket:
+ * the test answers A's small ping authentically and, for the large one,
+ * only forges (the first version's 16-byte format, random nonce and mac,
+ * the right nonce under the wrong key, the small ping's nonce with the
+ * large size): A must still report the path as failed.  With both
+ * answered authentically it must not. */
+static int checker_case(bool answer_large)
+{
+    conn_world_t cw;
+    const uint32_t peer_key[4] = {0x0a0a0a0a, 0x0b0b0b0b, 0x0c0c0c0c, 0x0d0d0d0d};
+    uint8_t buf[2048];
+    usnic_conn_msg_t *p = (usnic_conn_msg_t *) buf, f;
+    struct sockaddr_in from, a;
+    opal_btl_usnic_endpoint_t *ep;
+    uint64_t small_nonce = 0;
+    bool seen[2] = {false, false};
+    double end;
+    ssize_t n;
+
+    check(conn_world(&cw, true, peer_key));
+    opal_btl_usnic_connectivity_failed = 0;
+    usnic_component.connectivity_num_retries = 4;
+    usnic_component.connectivity_ack_timeout = 100;
+    ep = cw.w->ep[SIDE_A];
+    cw.w->mods[SIDE_A].if_mtu = 1500;
+    ep->remote.if_mtu = 1500;
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = LOOPBACK;
+    a.sin_port = htons((uint16_t) cw.w->mods[SIDE_A].local_addr.connectivity_udp_port);
+    opal_btl_usnic_connectivity_check(ep);
+
+    /* every round of pings until the checker gives up or 2 s pass */
+    end = opal_btl_usnic_now_us() / 1e6 + 2.0;
+    while (opal_btl_usnic_now_us() / 1e6 < end && !opal_btl_usnic_connectivity_failed) {
+        n = recv_within(&cw, buf, sizeof(buf), 50, &from);
+        if (n < (ssize_t) sizeof(usnic_conn_msg_t) || USNIC_CONN_PING != p->type) {
+            continue;
+        }
+        check(p->mac == usnic_conn_mac(peer_key, p, from.sin_addr.s_addr, from.sin_port,
+                                       cw.self.sin_addr.s_addr, cw.self.sin_port));
+        check_int_eq(p->size, n);
+        if (sizeof(usnic_conn_msg_t) == (size_t) n) {
+            seen[0] = true;
+            small_nonce = p->nonce;
+            send_authentic(&cw, &a, USNIC_CONN_MAGIC_ACK, USNIC_CONN_ACK, p->size, p->nonce,
+                           peer_key);
+            continue;
+        }
+        seen[1] = true;
+        check_int_eq(n, 1500 - 68);
+        if (answer_large) {
+            send_authentic(&cw, &a, USNIC_CONN_MAGIC_ACK, USNIC_CONN_ACK, p->size, p->nonce,
+                           peer_key);
+            continue;
+        }
+        memset(&f, 0, sizeof(f));
+        f.magic = USNIC_CONN_MAGIC_ACK;
+        f.type = USNIC_CONN_ACK;
+        f.size = p->size;
+        send_raw(&cw, &a, &f, 16);
+        f.nonce = 0x1234567;
+        f.mac = 0x89abcdef;
+        send_raw(&cw, &a, &f, sizeof(f));
+        send_authentic(&cw, &a, USNIC_CONN_MAGIC_ACK, USNIC_CONN_ACK, p->size, p->nonce,
+                       usnic_component.conn_key);
+        send_authentic(&cw, &a, USNIC_CONN_MAGIC_ACK, USNIC_CONN_ACK, p->size, small_nonce,
+                       peer_key);
+    }
+    check(seen[0] && seen[1]);
+    if (answer_large) {
+        /* past the checker's whole budget */
+        usleep(700000);
+        check_int_eq(opal_btl_usnic_connectivity_failed, 0);
+    } else {
+        check_int_eq(opal_btl_usnic_connectivity_failed, 1);
+        check(STATS(cw.w, SIDE_A)->num_conn_stray >= 4);
+    }
+    opal_btl_usnic_connectivity_failed = 0;
+    conn_world_fini(&cw);
+    return 0;
+}
+
+USNIC_TEST(conn_forged_checker_acks_hide_no_failure)
+{
+    return checker_case(false);
+}
+
+USNIC_TEST(conn_checker_passes_when_answered)
+{
+    return checker_case(true);
+}
