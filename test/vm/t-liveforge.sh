@@ -18,7 +18,7 @@
 #   b) blocked path, forged checker ACKs: UDP datagrams of 8192 bytes or more dropped both ways
 #      (a path with a smaller MTU, as in t-connectivity), progs/busy for 60 s; as soon as the
 #      processes' checker sockets exist, ACKs of both ping sizes (32 and 8932 bytes) are forged
-#      to hostA's socket from hostB's every 50 ms. The checker must still abort the job with its
+#      to each host's socket from the other's every 50 ms. The checker must still abort the job with its
 #      "large datagrams do not" message. Before, a forged ACK of the large size hid the blocked
 #      path: the job ran its 60 s and succeeded.
 #   c) flood: progs/busypeer busy 10 (rank 1 outside MPI for 10 s with rank 0's data
@@ -153,9 +153,13 @@ SECONDS=0
 BTL=usnic,self MPI_TIMEOUT=90 mpirun_usnic "$WORK/busy" 60 > "$OUT" 2>&1 &
 JOB=$!
 if wait_ports busy; then
-    echo "== $(date +%T) forging ACKs to $RXEVM_IP_A:$APORT from $RXEVM_IP_B:$BPORT"
+    # (both ends check the path: each gets the other's answers forged)
+    echo "== $(date +%T) forging ACKs between $RXEVM_IP_A:$APORT and $RXEVM_IP_B:$BPORT"
     for size in 32 8932; do
         ip netns exec nsB "$ROGUE" forge "$RXEVM_IP_B:$BPORT" "$RXEVM_IP_A:$APORT" ack $size \
+            600 50 > /dev/null &
+        BG+=($!)
+        ip netns exec nsA "$ROGUE" forge "$RXEVM_IP_A:$APORT" "$RXEVM_IP_B:$BPORT" ack $size \
             600 50 > /dev/null &
         BG+=($!)
     done
