@@ -8,6 +8,7 @@
 
 #include "opal_config.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx_dup_seq = 0;
     ep->exiting = false;
     ep->connectivity_checked = false;
+    ep->conn_peer = false;
     ep->live = NULL;
     memset(&ep->watch, 0, sizeof(ep->watch));
     ep->zombie = false;
@@ -281,6 +283,10 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
         free(ep->rx_frags);
     }
     opal_btl_usnic_liveness_release(ep);
+    if (NULL != ep->module && ep->conn_peer) {
+        opal_btl_usnic_connectivity_remove_peer(ep->module, ep->remote.ipv4_addr,
+                                                htons((uint16_t) ep->remote.connectivity_udp_port));
+    }
     free(ep->rx_bits);
     if (NULL != ep->dest[0].ah) {
         ep->module->ops->ah_destroy(ep->dest[0].ah);
@@ -299,6 +305,12 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
 {
     ep->module = module;
     ep->remote = *remote;
+    /* (its checker socket may ping this process's) */
+    if (0 != remote->connectivity_udp_port) {
+        opal_btl_usnic_connectivity_add_peer(module, remote->ipv4_addr,
+                                             htons((uint16_t) remote->connectivity_udp_port));
+        ep->conn_peer = true;
+    }
     for (int c = 0; c < 2; ++c) {
         ep->dest[c].qpn = remote->qp_num[c];
         ep->dest[c].qkey = remote->qkey;

@@ -113,6 +113,7 @@ typedef struct mca_btl_base_endpoint_t {
     bool exiting;
     bool failed;
     bool connectivity_checked;
+    bool conn_peer;                 /* its checker socket is in the module's conn_peers */
     bool zombie;                        /* on module->zombie_endpoints */
 } opal_btl_usnic_endpoint_t;
 typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;

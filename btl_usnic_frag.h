@@ -103,6 +103,8 @@ typedef struct opal_btl_usnic_send_frag_t {
     bool local_done;                    /* data copied out of user memory; PML told */
     bool cb_deferred;                   /* PML-owned: its callback waits for the ACKs */
 
+    /* a chunked PUT: the target's registration, in every chunk */
+    usnic_reg_ref_t put_ref;
     /* emulated PUT completion */
     mca_btl_base_rdma_completion_fn_t put_cb;
     void *put_local;

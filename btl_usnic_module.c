@@ -342,6 +342,7 @@ static void init_modex_record(opal_btl_usnic_module_t *module)
     a->qp_num[USNIC_PRIORITY_CHANNEL] = module->channels[USNIC_PRIORITY_CHANNEL].qp_num;
     a->qp_num[USNIC_DATA_CHANNEL] = module->channels[USNIC_DATA_CHANNEL].qp_num;
     a->qkey = usnic_component.qkey;
+    memcpy(a->conn_key, usnic_component.conn_key, sizeof(a->conn_key));
     a->ipv4_addr = module->if_ipv4;
     a->prefix = module->if_prefix;
     a->link_speed_mbps = module->link_speed_mbps;

@@ -106,6 +106,7 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     }
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
+    module->bad_handle_shown = false;
     module->rdma_work = false;
 }
 
@@ -117,8 +118,9 @@ void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
     /* (the channels are gone: no send reads registered memory any more,
      * and the frags that did go with the module; a region deregistered
      * after this is released at once) */
-    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if (t->module == module) {
+    for (uint32_t i = 0; i < usnic_component.regs->used; ++i) {
+        t = usnic_component.regs->slot[i].t;
+        if (NULL != t && t->module == module) {
             opal_btl_usnic_rdma_zcopy_unregister(t);
             t->module = NULL;
             t->senders = 0;
@@ -184,6 +186,18 @@ static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
 
 static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op, int status);
 
+void opal_btl_usnic_rdma_bad_handle(opal_btl_usnic_module_t *module,
+                                    opal_btl_usnic_endpoint_t *ep, const char *what)
+{
+    ++module->stats.num_bad_handles;
+    if (!module->bad_handle_shown) {
+        module->bad_handle_shown = true;
+        opal_show_help("help-mpi-btl-usnic.txt", "bad registration handle", true,
+                       opal_process_info.nodename, module->dev_name,
+                       NULL == ep ? "(this process)" : ep->proc->hostname, what);
+    }
+}
+
 /* osc/rdma of Open MPI 4.1 addresses this process itself with a NULL
  * endpoint (it counts on GLOB for that and finds no endpoint of ours):
  * carry the operation out here, under the same registration check, and
@@ -199,6 +213,7 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
                                                   : MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
     uint64_t n = (USNIC_RDMA_GET == m->kind || 0 == m->kind) ? len : m->width;
     void *target = (void *) (uintptr_t) m->addr;
+    bool bad_handle;
 
     if (OPAL_UNLIKELY(NULL == op)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -214,7 +229,12 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
     op->status = OPAL_SUCCESS;
-    if (!opal_btl_usnic_mem_ok(m->addr, n, access)) {
+    if (NULL == opal_btl_usnic_reg_find(&m->reg, access, m->addr, n, &bad_handle)) {
+        if (bad_handle) {
+            opal_btl_usnic_rdma_bad_handle(module, NULL, USNIC_RDMA_GET == m->kind ? "GET"
+                                                         : 0 == m->kind ? "PUT"
+                                                                        : "atomic operation");
+        }
         ++module->stats.num_rdma_refused;
         op->status = OPAL_ERR_BAD_PARAM;
     } else if (0 == m->kind) {
@@ -251,6 +271,7 @@ static void local_done(opal_btl_usnic_module_t *module)
 int opal_btl_usnic_rdma_local_put(opal_btl_usnic_module_t *module, void *local,
                                   uint64_t remote_address, size_t size,
                                   mca_btl_base_registration_handle_t *local_handle,
+                                  const usnic_reg_ref_t *ref,
                                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                   void *cbdata)
 {
@@ -258,6 +279,7 @@ int opal_btl_usnic_rdma_local_put(opal_btl_usnic_module_t *module, void *local,
 
     memset(&m, 0, sizeof(m));
     m.addr = remote_address;
+    m.reg = *ref;
     return local_op(module, &m, local, size, local_handle, cbfunc, cbcontext, cbdata);
 }
 
@@ -440,12 +462,12 @@ void opal_btl_usnic_rdma_zcopy_register(opal_btl_usnic_module_t *module,
     t->senders = 0;
     t->gone = false;
     if (!(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) || UINT32_MAX == module->zcopy_min ||
-        t->handle.len < module->zcopy_min) {
+        t->len < module->zcopy_min) {
         return;
     }
     /* (read-only: the data may be const) */
-    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->handle.base,
-                                  t->handle.len, false, &t->mr, &t->lkey)) {
+    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->base, t->len, false,
+                                  &t->mr, &t->lkey)) {
         /* GETs of it copy their data, as without a device registration */
         t->mr = NULL;
         ++module->stats.num_zcopy_unregistered;
@@ -458,22 +480,6 @@ void opal_btl_usnic_rdma_zcopy_unregister(opal_btl_usnic_put_target_t *t)
         t->module->ops->dereg_mem(t->mr);
         t->mr = NULL;
     }
-}
-
-/* The device registration of module covering [addr, addr + len) that GETs
- * may read, or NULL. */
-static opal_btl_usnic_put_target_t *zcopy_target(opal_btl_usnic_module_t *module,
-                                                 uint64_t addr, uint64_t len)
-{
-    opal_btl_usnic_put_target_t *t;
-
-    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if (t->module == module && NULL != t->mr && (t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) &&
-            opal_btl_usnic_target_covers(t, addr, len)) {
-            return t;
-        }
-    }
-    return NULL;
 }
 
 void opal_btl_usnic_rdma_zcopy_release(opal_btl_usnic_module_t *module,
@@ -507,19 +513,18 @@ static void zcopy_take_copies(opal_btl_usnic_send_frag_t *frag)
     frag->zcopy = false;
 }
 
-/* The answer to a GET of more than a datagram: its data, read from the
- * target memory as it is chunked; false if no frag is free now. */
+/* The answer to a GET of more than a datagram from t: its data, read from
+ * the target memory as it is chunked (from where it lies if t's device
+ * registration is module's); false if no frag is free now. */
 static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                           const usnic_rdma_msg_t *m)
+                           const usnic_rdma_msg_t *m, opal_btl_usnic_put_target_t *t)
 {
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, m->len);
-    opal_btl_usnic_put_target_t *t;
 
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;
     }
-    t = zcopy_target(module, m->addr, m->len);
-    if (NULL != t) {
+    if (t->module == module && NULL != t->mr) {
         frag->zc_target = t;
         frag->zcopy = true;
         ++t->senders;
@@ -583,17 +588,19 @@ void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len)
 static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                   const usnic_rdma_msg_t *m)
 {
-    bool get = USNIC_RDMA_GET == m->kind;
-    bool ok = opal_btl_usnic_mem_ok(m->addr, get ? m->len : m->width,
-                                    get ? MCA_BTL_REG_FLAG_REMOTE_READ
-                                        : MCA_BTL_REG_FLAG_REMOTE_ATOMIC);
+    bool get = USNIC_RDMA_GET == m->kind, bad_handle;
+    opal_btl_usnic_put_target_t *t =
+        opal_btl_usnic_reg_find(&m->reg,
+                                get ? MCA_BTL_REG_FLAG_REMOTE_READ : MCA_BTL_REG_FLAG_REMOTE_ATOMIC,
+                                m->addr, get ? m->len : m->width, &bad_handle);
+    bool ok = NULL != t;
     size_t n = (ok && get) ? m->len : 0;
     opal_btl_usnic_send_frag_t *frag;
     usnic_rdma_msg_t r;
     uint8_t *buf;
 
     if (n > module->max_frag_payload && 0 != m->id) {
-        return serve_get_data(module, ep, m);
+        return serve_get_data(module, ep, m, t);
     }
     frag = msg_frag(module, ep, sizeof(r) + n, &buf);
     if (OPAL_UNLIKELY(NULL == frag)) {
@@ -605,6 +612,9 @@ static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep
     r.len = (uint32_t) n;
     r.status = ok ? USNIC_RDMA_OK : USNIC_RDMA_REFUSED;
     if (!ok) {
+        if (bad_handle) {
+            opal_btl_usnic_rdma_bad_handle(module, ep, get ? "GET" : "atomic operation");
+        }
         ++module->stats.num_rdma_refused;
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA_TARGET);
     } else if (get) {
@@ -720,7 +730,6 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     usnic_rdma_msg_t m;
     int rc;
-    (void) remote_handle;
     (void) flags;
     (void) order;
 
@@ -731,6 +740,7 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
     m.kind = USNIC_RDMA_GET;
     m.len = (uint32_t) size;
     m.addr = remote_address;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, size, local_handle, cbfunc, cbcontext,
                cbdata);
     if (OPAL_SUCCESS == rc) {
@@ -744,7 +754,9 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
 static int atomic_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *endpoint,
                         uint8_t kind, void *local_address,
                         mca_btl_base_registration_handle_t *local_handle,
-                        uint64_t remote_address, mca_btl_base_atomic_op_t op, uint64_t operand,
+                        uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *remote_handle,
+                        mca_btl_base_atomic_op_t op, uint64_t operand,
                         int flags, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                         void *cbdata)
 {
@@ -760,6 +772,7 @@ static int atomic_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
     }
     m.aop = (uint8_t) aop;
     m.operand = operand;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, NULL == local_address ? 0 : m.width,
                local_handle, cbfunc, cbcontext, cbdata);
     if (OPAL_SUCCESS == rc) {
@@ -775,10 +788,10 @@ int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint
                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata)
 {
-    (void) remote_handle;
     (void) order;
     return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_AOP, NULL, NULL,
-                        remote_address, op, operand, flags, cbfunc, cbcontext, cbdata);
+                        remote_address, remote_handle, op, operand, flags, cbfunc, cbcontext,
+                        cbdata);
 }
 
 int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
@@ -789,11 +802,10 @@ int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoin
                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                               void *cbdata)
 {
-    (void) remote_handle;
     (void) order;
     return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_FOP,
-                        local_address, local_handle, remote_address, op, operand, flags, cbfunc,
-                        cbcontext, cbdata);
+                        local_address, local_handle, remote_address, remote_handle, op, operand,
+                        flags, cbfunc, cbcontext, cbdata);
 }
 
 int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
@@ -807,7 +819,6 @@ int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpo
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     usnic_rdma_msg_t m;
     int rc;
-    (void) remote_handle;
     (void) order;
 
     rc = atomic_request(&m, USNIC_RDMA_CSWAP, remote_address, flags);
@@ -816,6 +827,7 @@ int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpo
     }
     m.operand = compare;
     m.operand2 = value;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, m.width, local_handle, cbfunc, cbcontext,
                cbdata);
     if (OPAL_SUCCESS == rc) {

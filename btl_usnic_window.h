@@ -398,7 +398,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         }
         return USNIC_PKT_OK;
     case USNIC_PAYLOAD_TYPE_FRAG:
-        if (sizeof(*h) + (size_t)h->payload_len != len) {
+        if (sizeof(*h) + (size_t)h->payload_len != len ||
+            (0 != h->put_addr && h->payload_len < usnic_put_ref_len(h->tag, h->put_addr))) {
             return USNIC_PKT_BAD_LENGTH;
         }
         return USNIC_PKT_OK;
@@ -406,7 +407,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         if (len < sizeof(*ch)) {
             return USNIC_PKT_SHORT;
         }
-        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+        if (sizeof(*ch) + usnic_put_ref_len(h->tag, h->put_addr) + (size_t)h->payload_len !=
+            len) {
             return USNIC_PKT_BAD_LENGTH;
         }
         if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
@@ -430,6 +432,27 @@ const char *usnic_pkt_result_str(usnic_pkt_result_t r);
  * bytes at an address aligned to that width, a known operation.  Whether
  * the target memory may be accessed is the engine's question. */
 usnic_pkt_result_t usnic_rdma_msg_check(const void *buf, size_t len, uint32_t max_get);
+
+/* ---- connectivity messages ---- */
+
+/* SipHash-2-4 (Aumasson and Bernstein) of len bytes under a 128-bit key
+ * (key[0] the lowest 32 bits). */
+uint64_t usnic_siphash24(const uint32_t key[4], const void *data, size_t len);
+
+/* The authenticator of connectivity message m (all but its mac field),
+ * sent from from_ip:from_port to to_ip:to_port (network order), under
+ * the key of the process pinged. */
+uint64_t usnic_conn_mac(const uint32_t key[4], const usnic_conn_msg_t *m, uint32_t from_ip,
+                        uint16_t from_port, uint32_t to_ip, uint16_t to_port);
+
+/* Whether answer nonce n is for a liveness ping still outstanding: one of
+ * the last USNIC_LIVE_NONCES pings sent (the last had nonce sent), newer
+ * than the last answer counted (answered).  Each counts once. */
+#define USNIC_LIVE_NONCES 4
+static inline bool usnic_live_nonce_ok(uint64_t n, uint64_t sent, uint64_t answered)
+{
+    return sent - n < USNIC_LIVE_NONCES && n - answered - 1 < sent - answered;
+}
 
 /* Carries out a checked atomic request on mem (aligned, m->width bytes)
  * with the CPU's atomic instructions, so that it is atomic also against

@@ -3828,6 +3828,8 @@ USNIC_TEST(engine_put_target_deregistered_midway)
     check_int_eq(put->callbacks, 1);
     check_int_eq(put->status, OPAL_SUCCESS);
     check(STATS(w, SIDE_B)->num_bad_recvs > 0);
+    /* (the chunks after it name a revoked registration) */
+    check(STATS(w, SIDE_B)->num_bad_handles > 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     for (size_t i = 0; i < len; ++i) {
         written += 0x42 == dst[i];
