@@ -9,8 +9,8 @@
 #               722|723 fast path, 4050|4051 one datagram|chunks, 16384, 153544|153545
 #               eager|rendezvous, 1048576), then the leftover probe (nothing may arrive twice)
 #   incast      progs/incast.c: all other ranks (7 with 4 hosts) send to one receiver at
-#               once, 4 messages each at the same sizes, to rank 0 (hostA), then to the last
-#               rank (the last host); receives posted before the senders start, then after
+#               once, 4 messages each at the same sizes, to the first rank of each host in
+#               turn; receives posted before the senders start, then after
 # Each run (fault_run, fault-lib.sh, no fault): every byte, size, tag, source and per-source
 # order checked, exit code 0 within its bound, on every host usnic's counters reach the
 # datagrams the traffic into that host needs (dp_check), and over all hosts the data
