@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The usnic BTL: reliable messaging for Open MPI over unreliable-datagram
  * verbs queue pairs (usNIC, RoCE, Soft-RoCE).  This header holds what every
@@ -137,6 +138,7 @@ typedef struct opal_btl_usnic_component_t {
     bool stats_relative;
     int want_numa_device_assignment;
     int gid_index;
+    int transport;                  /* USNIC_TRANSPORT_*: what carries the datagrams */
     int sd_num;
     int rd_num;
     int max_send_window;

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Sending our own standalone ACKs (riding on data: btl_usnic_ack.h).  When
  * one is owed is in btl_usnic_retrans.c, what a received one does in

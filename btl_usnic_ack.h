@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Sending our own ACKs (when one is owed: btl_usnic_retrans.h; what a
  * received one does: btl_usnic_retrans_ack.h).

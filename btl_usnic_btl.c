@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The BTL operations the PML calls: add/del procs, alloc, free,
  * prepare_src, send, sendi, put, memory registration, dump, finalize, and

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The component's half of a channel; see btl_usnic_channel.h.  Everything
  * the device does goes through module->ops (btl_usnic_device.h).

@@ -1,4 +1,8 @@
 /*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
  * What differs between the Open MPI versions the component builds
  * against: 4.1 (BTL API 3.1) and 5.0 (BTL API 3.3).  Checked against
  * the 4.1.4 and 5.0.7 headers; everything else is the same in both.

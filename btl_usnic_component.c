@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The component: open/close, device discovery and module creation at init,
  * the modex, and the progress function the BML registers.
@@ -84,7 +85,8 @@ static int usnic_component_open(void)
     c->filter = NULL;
     c->progress_ticks = 0;
     c->quiesced = false;
-    c->dev_ops = &opal_btl_usnic_verbs_ops;
+    c->dev_ops = USNIC_TRANSPORT_UDP == c->transport ? &opal_btl_usnic_udp_ops
+                                                     : &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
     OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
@@ -280,7 +282,7 @@ static bool init_identity(opal_btl_usnic_component_t *c)
     } while (0 == c->qkey);
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
-    /* Test contract (README, "Tests read facts"): t-rogue parses this line's fields. */
+    /* Test contract (docs/tests.md, "Test contracts"): t-rogue parses this line's fields. */
     usnic_verbose(10, "fact id host=%s pid=%d sender_id=0x%016" PRIx64, opal_process_info.nodename,
                   (int) getpid(), c->my_hashed_name);
     return true;
@@ -319,6 +321,11 @@ static bool module_from_port(opal_btl_usnic_component_t *c, opal_btl_usnic_modul
                        m->gid_index);
         return false;
     }
+    if (port->loopback && (NULL == c->filter || !c->filter_is_include)) {
+        usnic_verbose(5, "%s: %s: the loopback, used only when btl_usnic_if_include names it",
+                      opal_process_info.nodename, m->dev_name);
+        return false;
+    }
     /* Facts first, then the filter: networks need the prefix. */
     if (NULL != c->filter &&
         c->filter_is_include != opal_btl_usnic_filter_match(c->filter, m->dev_name,
@@ -349,6 +356,11 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     int num_ports = 0;
 
     c->dev_ops->find_ports(&ports, &num_ports);
+    if (0 == num_ports && USNIC_TRANSPORT_AUTO != c->transport) {
+        opal_show_help("help-mpi-btl-usnic.txt", "no devices for transport", true,
+                       opal_process_info.nodename,
+                       USNIC_TRANSPORT_UDP == c->transport ? "udp" : "verbs");
+    }
     c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
     if (NULL == c->modules) {
         free(ports);

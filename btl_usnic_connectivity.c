@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Connectivity checker; see btl_usnic_connectivity.h for the design.
  * Threads: checks are created on the main thread and then run on OPAL's
@@ -117,7 +118,7 @@ static bool fit_local_path_mtu(usnic_conn_check_t *c)
     if (!ok) {
         return false;
     }
-    /* Test contract (README, "Tests read facts"): t-mtu parses this line's fields. The route
+    /* Test contract (docs/tests.md, "Test contracts"): t-mtu parses this line's fields. The route
      * to the peer has a smaller MTU than the interfaces: large pings are cut to fit it. */
     usnic_verbose(5, "fact ping_cut host=%s dev=%s peer=%s route_mtu=%d from=%u to=%u",
                   opal_process_info.nodename, c->module->dev_name, c->peer_ip, mtu, c->sizes[1],

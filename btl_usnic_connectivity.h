@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Connectivity checker.  Before the first datagram to a peer interface,
  * UDP pings of a small and an MTU-sized datagram (Don't Fragment; the

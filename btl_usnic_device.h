@@ -1,10 +1,12 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The device boundary: a table of operations over opaque handles.  The
- * verbs glue (btl_usnic_verbs.c) implements it over libibverbs, the host
- * tests' fake device over memory.  Nothing above it sees a verbs type, and
+ * verbs glue (btl_usnic_verbs.c) implements it over libibverbs, the UDP
+ * glue (btl_usnic_udp.c) over kernel UDP sockets, the host tests' fake
+ * device over memory.  Nothing above it sees a verbs type, and
  * nothing below it keeps the component's books: send-queue slots, the
  * signalling cadence, receive-buffer batches and counters live above, in
  * btl_usnic_channel.c.  Operations that fail show their own help message
@@ -47,11 +49,13 @@ typedef struct {
     bool grh_ipv4;                  /* RoCE v2 over IPv4: receives carry an IPv4 header */
     uint32_t port_mtu;              /* active MTU in bytes */
     uint32_t link_speed_mbps;
+    bool loopback;                  /* reaches this host only: used if asked for by name */
 } opal_btl_usnic_port_t;
 
 typedef struct {
     int max_qp_wr;                  /* deepest send or receive queue */
     int max_cqe;                    /* deepest completion queue */
+    bool pins_memory;               /* registration counts against RLIMIT_MEMLOCK */
 } opal_btl_usnic_dev_limits_t;
 
 /* What a channel asks for, and what the device granted. */
@@ -109,6 +113,9 @@ void opal_btl_usnic_device_event(opal_btl_usnic_dev_t *dev, int port, bool fatal
                                  const char *what, int code);
 
 typedef struct opal_btl_usnic_device_ops_t {
+    /* USNIC_TRANSPORT_* (btl_usnic_wire.h): published, so that peers whose
+     * datagrams travel differently are told apart. */
+    uint8_t transport;
     /* Open every device with usable ports; ports of one device share its
      * handle, which close releases (once per device). */
     int (*find_ports)(opal_btl_usnic_port_t **ports, int *num_ports);
@@ -168,8 +175,10 @@ typedef struct opal_btl_usnic_device_ops_t {
 } opal_btl_usnic_device_ops_t;
 
 /* The verbs implementation (btl_usnic_verbs.c), the one the component uses
- * unless usnic_component.dev_ops names another. */
+ * unless btl_usnic_transport or usnic_component.dev_ops names another, and
+ * the UDP one (btl_usnic_udp.c). */
 extern const opal_btl_usnic_device_ops_t opal_btl_usnic_verbs_ops;
+extern const opal_btl_usnic_device_ops_t opal_btl_usnic_udp_ops;
 
 END_C_DECLS
 #endif /* BTL_USNIC_DEVICE_H */

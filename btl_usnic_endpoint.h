@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * An endpoint is one (module, remote device) pair: the address handle, the
  * send queue, and both halves of the sliding window.

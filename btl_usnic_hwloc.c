@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * NUMA distance between this process and a device (hwloc 2.x), so that a
  * device far from where the process is bound rates as slower.

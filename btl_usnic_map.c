@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Connectivity map: with btl_usnic_connectivity_map=<prefix>, each process
  * writes which devices it uses and which peer interfaces each of them
@@ -138,7 +139,7 @@ void opal_btl_usnic_write_connectivity_map(void)
     }
     qsort(procs, nprocs, sizeof(*procs), cmp_procs);
 
-    /* Test contract (README, "Tests read facts"): the VM tests read these lines. */
+    /* Test contract (docs/tests.md, "Test contracts"): the VM tests read these lines. */
     for (int m = 0; m < c->num_modules; ++m) {
         opal_btl_usnic_snprintf_ipv4(ip, sizeof(ip), mods[m]->if_ipv4, mods[m]->if_prefix);
         opal_btl_usnic_snprintf_mac(mac, sizeof(mac), mods[m]->if_mac);

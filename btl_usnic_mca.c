@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * MCA parameters: every knob of the component, with its description and
  * info level, plus the base BTL values (exclusivity, limits, flags, ...)
@@ -53,6 +54,33 @@ static int reg_string(const char *name, const char *desc, const char *dflt, char
                                            MCA_BASE_VAR_SCOPE_READONLY, storage);
 }
 
+/* btl_usnic_transport, by name: what carries the datagrams. */
+static void reg_transport(opal_btl_usnic_component_t *c)
+{
+    static const mca_base_var_enum_value_t values[] = {
+        {USNIC_TRANSPORT_AUTO, "auto"},
+        {USNIC_TRANSPORT_VERBS, "verbs"},
+        {USNIC_TRANSPORT_UDP, "udp"},
+        {0, NULL},
+    };
+    mca_base_var_enum_t *e = NULL;
+
+    c->transport = USNIC_TRANSPORT_AUTO;
+    if (OPAL_SUCCESS != mca_base_var_enum_create("btl_usnic_transport", values, &e)) {
+        return;
+    }
+    mca_base_component_var_register(
+        &usnic_component.super.btl_version, "transport",
+        "What carries usnic's datagrams: \"verbs\" (UD queue pairs of RoCE v2 devices), "
+        "\"udp\" (kernel UDP sockets on every IPv4 interface but the loopback: runs on any IP "
+        "network, without kernel bypass), or \"auto\" (verbs devices where there are any; "
+        "UDP only when asked for, so that usnic never takes over plain IP networks from "
+        "btl/tcp unasked). Every process of a job must use the same",
+        MCA_BASE_VAR_TYPE_INT, e, 0, 0, OPAL_INFO_LVL_2, MCA_BASE_VAR_SCOPE_READONLY,
+        &c->transport);
+    OBJ_RELEASE(e);
+}
+
 /* Report a bad value unless ok; returns ok. */
 static bool check_value(bool ok, const char *name, int value, const char *rule)
 {
@@ -83,6 +111,7 @@ int opal_btl_usnic_component_register(void)
     mca_btl_base_module_t *base = &opal_btl_usnic_module_template.super;
     bool ok = true;
 
+    reg_transport(c);
     reg_int("max_btls", "Maximum number of usnic devices (ports) to use (0 = all)", 0,
             &c->max_btls, OPAL_INFO_LVL_2);
     reg_string("if_include",
@@ -161,8 +190,8 @@ int opal_btl_usnic_component_register(void)
     reg_bool("progress_thread", "If true, a thread of usnic's own progresses it every "
              "btl_usnic_progress_thread_interval microseconds, so that ACKs are answered, "
              "retransmissions sent and transfers move on while the application computes "
-             "outside MPI. It sleeps in between; awake it costs some CPU (see README). It "
-             "also turns on Open MPI's internal locking, as for MPI_THREAD_MULTIPLE",
+             "outside MPI. It sleeps in between; awake it costs some CPU (see docs/usage.md). "
+             "It also turns on Open MPI's internal locking, as for MPI_THREAD_MULTIPLE",
              false, &c->progress_thread, OPAL_INFO_LVL_4);
     reg_int("progress_thread_interval", "Microseconds the progress thread sleeps between its "
             "passes (with btl_usnic_progress_thread); keep it well below "

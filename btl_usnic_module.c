@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Module set-up and tear-down: device limits, protection domain,
  * registration cache, both channels, free lists, the modex record; and the
@@ -343,6 +344,7 @@ static void init_modex_record(opal_btl_usnic_module_t *module)
     a->mtu = (uint16_t) module->port_mtu;
     a->isn = module->isn;
     a->version = USNIC_MODEX_VERSION;
+    a->transport = module->ops->transport;
     memcpy(a->mac, module->if_mac, sizeof(module->if_mac));
     a->if_mtu = (uint32_t) module->if_mtu;
     opal_btl_usnic_module_publish_depths(module);
@@ -359,7 +361,8 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    if (!memlock_allows(module,
+    if (module->limits.pins_memory &&
+        !memlock_allows(module,
                         startup_locked_bytes(module->port_mtu, prio_mtu, depth[1], depth[3]))) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

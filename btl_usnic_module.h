@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * A module is one usable device port: a protection domain, two UD channels
  * (priority and data), the free lists that feed them, and the endpoints

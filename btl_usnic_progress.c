@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Per-module progress: poll the channels' shared CQ, dispatch each completion
  * (receive, send done, ACK done, error), return receive buffers, run the

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Emulated GET and atomics (btl_usnic_rdma.c): the initiator sends a
  * request with tag USNIC_TAG_RDMA, the target's progress carries it out on

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Receive half of the reliability engine.  Nothing in a datagram is used
  * before usnic_pkt_validate() accepted its lengths, the sender is known and
@@ -72,6 +73,86 @@ static void recv_buf_done(opal_btl_usnic_module_t *module, uint8_t *buf, uint32_
     module->rx_spare_size = size;
 }
 
+/* A first chunk of a message: where its bytes go (the initiator's GET
+ * buffer, the PUT target, the spare reassembly buffer or a new one) and the
+ * slot's record of it.  False: dropped, and counted where bad. */
+static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                        usnic_rx_frag_t *slot, const usnic_btl_chunk_header_t *ch,
+                        uint16_t first_seq, bool get_data)
+{
+    if (get_data) {
+        slot->buf = opal_btl_usnic_rdma_get_dest(module, ep, ch->hdr.put_addr, ch->frag_size);
+        if (NULL == slot->buf) {
+            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+            return false;
+        }
+    } else if (0 != ch->hdr.put_addr &&
+               !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+        return false;
+    } else if (0 != ch->hdr.put_addr) {
+        slot->buf = (uint8_t *)(uintptr_t) ch->hdr.put_addr;
+    } else if (NULL != module->rx_spare && module->rx_spare_size >= ch->frag_size) {
+        slot->buf = module->rx_spare;
+        slot->buf_size = module->rx_spare_size;
+        module->rx_spare = NULL;
+    } else {
+        slot->buf = malloc(ch->frag_size);
+        slot->buf_size = ch->frag_size;
+    }
+    if (NULL == slot->buf) {
+        return false;
+    }
+    slot->frag_id = ch->frag_id;
+    slot->frag_size = ch->frag_size;
+    slot->bytes_left = ch->frag_size;
+    slot->put_addr = ch->hdr.put_addr;
+    slot->tag = ch->hdr.tag;
+    slot->discard = false;
+    slot->first_seq = first_seq;
+    return true;
+}
+
+/* A later chunk of the message in its slot: false if it belongs to
+ * another tiling.  The target may have been deregistered since the first
+ * chunk (or the GET ended with its endpoint): the rest is accepted (so that
+ * the sender's window moves on) but not written, and counted. */
+static bool chunk_continue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                           usnic_rx_frag_t *slot, const usnic_btl_chunk_header_t *ch,
+                           uint16_t first_seq, bool get_data)
+{
+    if (first_seq != slot->first_seq) {
+        ++module->stats.num_badfrag_recvs;
+        return false;
+    }
+    if (0 != slot->put_addr && !slot->discard &&
+        !(get_data ? opal_btl_usnic_rdma_get_live(module, ep, slot->put_addr, slot->frag_size)
+                   : opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset,
+                                                  ch->hdr.payload_len))) {
+        slot->discard = true;
+    }
+    return true;
+}
+
+/* The last chunk is in: the message goes to the PML (a send), the GET
+ * completes, or the PUT is done; the slot is free again. */
+static void chunk_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_recv_seg_t *rseg, usnic_rx_frag_t *slot,
+                           const usnic_btl_chunk_header_t *ch, bool get_data)
+{
+    if (0 == slot->put_addr) {
+        deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
+        recv_buf_done(module, slot->buf, slot->buf_size);
+    } else if (get_data && !slot->discard) {
+        opal_btl_usnic_rdma_get_done(module, ep, slot->put_addr, slot->frag_size);
+    }
+    slot->buf = NULL;
+    slot->frag_id = 0;
+    /* A PUT completes at its origin when acknowledged; a send's ACK can
+     * wait to ride on the answer, unless the sender asks. */
+    opal_btl_usnic_schedule_ack(ep, 0 != slot->put_addr || (ch->hdr.flags & USNIC_HDR_ACK_REQ));
+}
+
 /* Reassembly of a chunk; returns false if the chunk was dropped without
  * being recorded (so that the sender will send it again). */
 static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -82,6 +163,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     uint32_t len = ch->hdr.payload_len;
     uint16_t first_seq;
     bool get_data = usnic_is_get_data(ch->hdr.tag, ch->hdr.put_addr);
+    bool ok = false;
 
     if (!usnic_chunk_tiles(ch, module->max_chunk_payload)) {
         ++module->stats.num_badfrag_recvs;
@@ -100,54 +182,16 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     case USNIC_CHUNK_BUSY:
     case USNIC_CHUNK_MISMATCH:
         ++module->stats.num_badfrag_recvs;
-        return false;
+        break;
     case USNIC_CHUNK_NEW:
-        if (get_data) {
-            slot->buf = opal_btl_usnic_rdma_get_dest(module, ep, ch->hdr.put_addr, ch->frag_size);
-            if (NULL == slot->buf) {
-                opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
-                return false;
-            }
-        } else if (0 != ch->hdr.put_addr &&
-                   !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
-            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
-            return false;
-        } else if (0 != ch->hdr.put_addr) {
-            slot->buf = (uint8_t *)(uintptr_t) ch->hdr.put_addr;
-        } else if (NULL != module->rx_spare && module->rx_spare_size >= ch->frag_size) {
-            slot->buf = module->rx_spare;
-            slot->buf_size = module->rx_spare_size;
-            module->rx_spare = NULL;
-        } else {
-            slot->buf = malloc(ch->frag_size);
-            slot->buf_size = ch->frag_size;
-        }
-        if (NULL == slot->buf) {
-            return false;
-        }
-        slot->frag_id = ch->frag_id;
-        slot->frag_size = ch->frag_size;
-        slot->bytes_left = ch->frag_size;
-        slot->put_addr = ch->hdr.put_addr;
-        slot->tag = ch->hdr.tag;
-        slot->discard = false;
-        slot->first_seq = first_seq;
+        ok = chunk_start(module, ep, slot, ch, first_seq, get_data);
         break;
     case USNIC_CHUNK_FITS:
-        if (first_seq != slot->first_seq) {
-            ++module->stats.num_badfrag_recvs;
-            return false;
-        }
-        /* The target may have been deregistered since the first chunk (or
-         * the GET ended with its endpoint): the rest is accepted (so that
-         * the sender's window moves on) but not written, and counted. */
-        if (0 != slot->put_addr && !slot->discard &&
-            !(get_data ? opal_btl_usnic_rdma_get_live(module, ep, slot->put_addr,
-                                                      slot->frag_size)
-                       : opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset, len))) {
-            slot->discard = true;
-        }
+        ok = chunk_continue(module, ep, slot, ch, first_seq, get_data);
         break;
+    }
+    if (!ok) {
+        return false;
     }
     if (len > slot->bytes_left) {
         ++module->stats.num_badfrag_recvs;
@@ -161,18 +205,7 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     slot->bytes_left -= len;
     usnic_rx_mark(&ep->rx, ch->hdr.pkt_seq);
     if (0 == slot->bytes_left) {
-        if (0 == slot->put_addr) {
-            deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
-            recv_buf_done(module, slot->buf, slot->buf_size);
-        } else if (get_data && !slot->discard) {
-            opal_btl_usnic_rdma_get_done(module, ep, slot->put_addr, slot->frag_size);
-        }
-        slot->buf = NULL;
-        slot->frag_id = 0;
-        /* A PUT completes at its origin when acknowledged; a send's ACK can
-         * wait to ride on the answer, unless the sender asks. */
-        opal_btl_usnic_schedule_ack(ep, 0 != slot->put_addr ||
-                                            (ch->hdr.flags & USNIC_HDR_ACK_REQ));
+        chunk_complete(module, ep, rseg, slot, ch, get_data);
     } else {
         opal_btl_usnic_schedule_ack(ep, ch->hdr.flags & USNIC_HDR_ACK_REQ);
     }
@@ -242,36 +275,44 @@ static inline bool in_window(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     return false;
 }
 
-void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
-                         const opal_btl_usnic_cqe_t *cqe)
+/* The checks every datagram passes before anything in it is used: its
+ * length and header, a known sender that is not leaving, and the queue
+ * pair and GID the device saw it come from.  Returns that sender, or NULL
+ * with the drop counted. */
+static inline __opal_attribute_always_inline__ opal_btl_usnic_endpoint_t *
+recv_sender(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg,
+            const opal_btl_usnic_cqe_t *cqe, const usnic_btl_header_t *hdr)
 {
-    usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
-    opal_btl_usnic_endpoint_t *ep = NULL;
+    opal_btl_usnic_endpoint_t *ep;
     uint32_t byte_len = cqe->len;
     usnic_pkt_result_t res;
-    uint64_t depth;
-    size_t len;
 
-    ++module->stats.num_total_recvs;
     if (OPAL_UNLIKELY(byte_len < USNIC_GRH_LEN || byte_len > rseg->len)) {
         opal_btl_usnic_count_bad(module, USNIC_PKT_SHORT);
-        goto repost;
+        return NULL;
     }
-    len = byte_len - USNIC_GRH_LEN;
-    res = usnic_pkt_validate(hdr, len, USNIC_MAX_FRAG_SIZE);
+    res = usnic_pkt_validate(hdr, byte_len - USNIC_GRH_LEN, USNIC_MAX_FRAG_SIZE);
     if (OPAL_UNLIKELY(USNIC_PKT_OK != res)) {
         opal_btl_usnic_count_bad(module, res);
-        goto repost;
+        return NULL;
     }
     ep = opal_btl_usnic_lookup_sender(module, hdr->sender);
     if (OPAL_UNLIKELY(NULL == ep || ep->exiting)) {
         ++module->stats.num_unk_recvs;
-        goto repost;
+        return NULL;
     }
     if (OPAL_UNLIKELY(!sent_by(module, ep, rseg->base.channel, rseg->buf, cqe))) {
         ++module->stats.num_forged_recvs;
-        goto repost;
+        return NULL;
     }
+    return ep;
+}
+
+/* What the header tells the sending side of this endpoint: the ACK it
+ * carries, and whether it is a resend (reported back in our next ACK). */
+static inline __opal_attribute_always_inline__ void
+recv_header_news(opal_btl_usnic_endpoint_t *ep, const usnic_btl_header_t *hdr)
+{
     if (hdr->ack_present) {
         if (OPAL_UNLIKELY(0 != hdr->ack_flags)) {
             opal_btl_usnic_flagged_ack(ep, hdr->ack_seq, hdr->ack_flags, hdr->dup_seq);
@@ -287,6 +328,49 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
             ep->rx_filled = true;
         }
     }
+}
+
+/* A one-datagram fragment inside the window, off the fast path: a send
+ * out of order or a PUT.  False: dropped unrecorded, counted. */
+static bool recv_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                      opal_btl_usnic_recv_seg_t *rseg, usnic_btl_header_t *hdr)
+{
+    /* Not recorded as received: a legitimate sender would resend, and
+     * a broken one ends at the peer timeout, never in silent loss.  (GET
+     * data is always chunked.) */
+    if (OPAL_UNLIKELY(usnic_is_get_data(hdr->tag, hdr->put_addr))) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+        return false;
+    }
+    if (0 != hdr->put_addr && !opal_btl_usnic_put_target_ok(hdr->put_addr, hdr->payload_len)) {
+        opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
+        return false;
+    }
+    ++module->stats.num_frag_recvs;
+    usnic_rx_mark(&ep->rx, hdr->pkt_seq);
+    /* A PUT is complete at its origin only when acknowledged. */
+    opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr || (hdr->flags & USNIC_HDR_ACK_REQ));
+    if (0 != hdr->put_addr) {
+        memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
+    } else {
+        deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
+    }
+    return true;
+}
+
+void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg,
+                         const opal_btl_usnic_cqe_t *cqe)
+{
+    usnic_btl_header_t *hdr = (usnic_btl_header_t *)(rseg->buf + USNIC_GRH_LEN);
+    opal_btl_usnic_endpoint_t *ep;
+    uint64_t depth;
+
+    ++module->stats.num_total_recvs;
+    ep = recv_sender(module, rseg, cqe, hdr);
+    if (OPAL_UNLIKELY(NULL == ep)) {
+        goto repost;
+    }
+    recv_header_news(ep, hdr);
     /* The usual datagram: a small frag, the next one in order; the general
      * path below would come to the same after checking each again. */
     if (OPAL_LIKELY(USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type && 0 == hdr->put_addr &&
@@ -301,32 +385,12 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
         ++module->stats.num_ack_recvs;
         goto repost;
     }
-
     if (OPAL_UNLIKELY(!in_window(module, ep, hdr->pkt_seq, hdr->chan_prev))) {
         goto repost;
     }
-
     if (USNIC_PAYLOAD_TYPE_FRAG == hdr->payload_type) {
-        /* Not recorded as received: a legitimate sender would resend, and
-         * a broken one ends at the peer timeout, never in silent loss.  (GET
-         * data is always chunked.) */
-        if (OPAL_UNLIKELY(usnic_is_get_data(hdr->tag, hdr->put_addr))) {
-            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
+        if (!recv_frag(module, ep, rseg, hdr)) {
             goto repost;
-        }
-        if (0 != hdr->put_addr &&
-            !opal_btl_usnic_put_target_ok(hdr->put_addr, hdr->payload_len)) {
-            opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
-            goto repost;
-        }
-        ++module->stats.num_frag_recvs;
-        usnic_rx_mark(&ep->rx, hdr->pkt_seq);
-        /* A PUT is complete at its origin only when acknowledged. */
-        opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr || (hdr->flags & USNIC_HDR_ACK_REQ));
-        if (0 != hdr->put_addr) {
-            memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
-        } else {
-            deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
         }
     } else {
         const usnic_btl_chunk_header_t *ch = (const usnic_btl_chunk_header_t *) hdr;

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Retransmit and liveness policy.  Every knob, and where it acts (what a
  * received ACK does, handle_ack and new_ack, is inline in

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Retransmit and liveness policy: when a segment goes out again, when an
  * ACK goes out, when a silent peer is declared dead.  The knobs and where

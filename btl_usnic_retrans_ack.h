@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * What a received ACK does to the sender: part of the retransmit policy of
  * btl_usnic_retrans.c (the knobs are described there), inline because

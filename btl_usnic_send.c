@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Send half of the reliability engine.  Every sequenced segment is
  * recorded in the endpoint's window until an ACK (btl_usnic_ack.c)

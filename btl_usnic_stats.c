@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Statistics reports.
  */
@@ -21,8 +22,9 @@
 #include "btl_usnic_stats.h"
 #include "btl_usnic_thread.h"
 
-/* Test contract (README, "Tests read facts"): "btl:usnic: stats PREFIX HOST DEV: name=value ...";
- * the VM tests read the counters from it by name. */
+/* Test contract (docs/tests.md, "Test contracts"):
+ * "btl:usnic: stats PREFIX HOST DEV: name=value ..."; the VM tests read the counters from it
+ * by name. */
 void opal_btl_usnic_stats_print(opal_btl_usnic_module_t *module, const char *prefix)
 {
     opal_btl_usnic_stats_t *s = &module->stats;

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Threads: the component lock that makes the BTL safe under
  * MPI_THREAD_MULTIPLE, and the optional progress thread

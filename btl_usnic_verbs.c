@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Verbs glue: the device operations (btl_usnic_device.h) over libibverbs:
  * device scan, UD channels, posting and polling, address handles, memory
@@ -28,6 +29,7 @@
 #include "btl_usnic_device.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_util.h"
+#include "btl_usnic_wire.h"
 
 /* The opaque handles are the verbs objects themselves, except a channel. */
 #define CTX(dev) ((struct ibv_context *) (dev))
@@ -234,6 +236,7 @@ static int verbs_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     }
     limits->max_qp_wr = da.max_qp_wr;
     limits->max_cqe = da.max_cqe;
+    limits->pins_memory = true;
     return OPAL_SUCCESS;
 }
 
@@ -574,6 +577,7 @@ static void verbs_async_stop(opal_event_t *ev)
 }
 
 const opal_btl_usnic_device_ops_t opal_btl_usnic_verbs_ops = {
+    .transport = USNIC_TRANSPORT_VERBS,
     .find_ports = verbs_find_ports,
     .close = verbs_close,
     .query = verbs_query,

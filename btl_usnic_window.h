@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The pure half of the reliability engine: send and receive windows, ACK
  * classification and received-packet validation.  No verbs and no Open MPI

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * On-the-wire formats.  Plain C, no Open MPI types: the pure protocol code,
  * the unit tests, the fuzzer and the rogue-sender tool all include this.
@@ -142,7 +143,13 @@ typedef struct {
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 4
+#define USNIC_MODEX_VERSION 5
+
+/* What carries a device's datagrams (usnic_modex_addr_t.transport; 0,
+ * "auto", is only a value of btl_usnic_transport). */
+#define USNIC_TRANSPORT_AUTO 0
+#define USNIC_TRANSPORT_VERBS 1     /* UD queue pairs, RoCE v2 */
+#define USNIC_TRANSPORT_UDP 2       /* kernel UDP sockets */
 typedef struct {
     uint8_t gid[16];            /* RoCE v2 (or usNIC) GID the peer addresses us by */
     uint32_t qp_num[2];         /* [0] priority channel, [1] data channel */
@@ -158,11 +165,13 @@ typedef struct {
     uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
     uint32_t rcv_depth;         /* receive buffers a sender may count on, data channel */
     uint32_t prio_rcv_depth;    /* the same for the priority channel */
+    uint8_t transport;          /* USNIC_TRANSPORT_*: peers must use the same */
+    uint8_t pad[3];
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
-_Static_assert(sizeof(usnic_modex_addr_t) == 68, "modex record must be 68 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 72, "modex record must be 72 bytes");
 _Static_assert(sizeof(usnic_rdma_msg_t) == 40, "GET/atomic message header must be 40 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is

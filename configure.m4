@@ -26,6 +26,7 @@
 #
 # $HEADER$
 #
+# SPDX-License-Identifier: BSD-3-Clause
 
 # MCA_opal_btl_usnic_CONFIG([action-if-can-compile],
 #                           [action-if-cant-compile])

@@ -7,6 +7,7 @@
 # received each) and callgrind.out the idle progress passes that follow (MPI_Iprobe with
 # nothing to receive). Writes, per profile P (ping, idle): P.annotate.txt
 # (callgrind_annotate's function list), P.objects.txt and P.functions.txt (totals).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 d=${1:?usage: bench/callgrind-report.sh DIR}
 ping=$d/callgrind.out.1 idle=$d/callgrind.out

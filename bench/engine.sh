@@ -19,6 +19,7 @@
 # --report-only: no run; results.md (and --check) from the counts, totals and function
 # lists already in DIR.
 # Exits non-zero if the program failed, a count is missing or the accounting is wrong.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0 update=0 report_only=0 out=bench/results/engine

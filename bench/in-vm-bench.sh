@@ -1,11 +1,13 @@
 #!/bin/bash
 # Runs inside the rxe-vm guest (see bench/run.sh): the benchmark suite over usnic, btl/tcp
 # and raw verbs UD (perftest), hostA <-> hostB, RUNS times each, interleaved.
-#   bench/in-vm-bench.sh full|quick RUNS CALLGRIND(0|1) OUTDIR
+#   bench/in-vm-bench.sh full|quick|main RUNS CALLGRIND(0|1) OUTDIR
+# (main: the main job's few sizes, bench/main-job.sh; no message-rate or scaling jobs)
 # Writes into OUTDIR: plan.txt (what was run), raw/ (every benchmark's output; rawud-*.txt
 # are perftest's results in mpibench's line format), status.txt (one line per benchmark:
 # name, exit code, seconds), callgrind/ (optional). Exits non-zero if a benchmark failed.
-set -u    # not -e: runs every benchmark whatever fails, records each exit code (README, Scripts)
+# SPDX-License-Identifier: BSD-3-Clause
+set -u    # not -e: runs every benchmark whatever fails, records each exit code (docs/development.md, Scripts)
 # shellcheck source=/dev/null
 . /run/rxevm/env || exit 2
 mode=$1 runs=$2 callgrind=$3 out=$4
@@ -14,7 +16,10 @@ W=$(mktemp -d /tmp/usnic-bench.XXXXXX) || exit 2
 mkdir -p "$out/raw" || exit 2
 
 pow2() { local s=$1; while [ "$s" -le "$2" ]; do printf '%s ' "$s"; s=$((s * 2)); done; }
-if [ "$mode" = quick ]; then
+if [ "$mode" = main ]; then
+    SIZES="8 1024 4096 65536 1048576" MR_SIZES="" RAW_SIZES="8 1024 4096" SCALE_PER_HOST=""
+    MB_ARGS=(-T 300 -W 60 -n 20 -N 10000) RAW_LAT_ITERS=1000 RAW_BW_ITERS=2000
+elif [ "$mode" = quick ]; then
     SIZES="1 64 4096 65536 1048576" MR_SIZES="1 4096" RAW_SIZES="1 64 4096" SCALE_PER_HOST="1 2"
     # per size: measurement and warm-up budgets (ms), iteration bounds
     MB_ARGS=(-T 100 -W 30 -n 2 -N 2000) RAW_LAT_ITERS=200 RAW_BW_ITERS=1000
@@ -29,7 +34,7 @@ MR_PAIRS=2
 # perftest): Soft-RoCE does the NIC's work in kernel threads (kworkers), which then preempt a
 # polling process at once. Under the default policy a kworker could wait for a polling
 # process's time slice to end, which put whole 0.3 s measurements of usnic's 8 B ping-pong
-# at 500-740 µs instead of 60-145 (README, Benchmarks); a hardware NIC waits for no CPU.
+# at 500-740 µs instead of 60-145 (docs/benchmarks.md); a hardware NIC waits for no CPU.
 IDLE=(chrt --idle 0)
 {
     echo "mode $mode"
@@ -47,7 +52,10 @@ IDLE=(chrt --idle 0)
 } > "$out/plan.txt"
 
 csv() { echo "$*" | tr -s ' ' ','; }
-failures=0
+failures=0 done_n=0
+# benchmarks per run: usnic and tcp (each with its message-rate job if any), raw UD, scaling
+# shellcheck disable=SC2086
+total=$((runs * (3 + (${#MR_SIZES} > 0 ? 2 : 0) + $(echo $SCALE_PER_HOST | wc -w)) + callgrind))
 # record NAME RC SECONDS: a benchmark's result. Then the hosts are cleaned up for the next
 # one: nothing but the benchmarks runs in nsA/nsB, so whatever is left there (an orted or a
 # rank that did not exit, a perftest server) would steal the two vCPUs; it is killed and
@@ -66,7 +74,8 @@ record() {
         kill -KILL $left 2>/dev/null
     fi
     echo "$1 rc=$2 ${3}s" >> "$out/status.txt"
-    echo "bench: $1 rc=$2 (${3}s)"
+    done_n=$((done_n + 1))
+    echo "bench: [$done_n/$total] $1 rc=$2 (${3}s)"
     [ "$2" = 0 ] || failures=$((failures + 1))
 }
 
@@ -100,6 +109,7 @@ run_mpi() {
         "${MB_ARGS[@]}" > "$f" 2>&1
     rc=$?
     record "$tr-r$r" "$rc" $((SECONDS - t0))
+    [ -n "$MR_SIZES" ] || return 0
     f=$out/raw/$tr-mr-r$r.txt
     t0=$SECONDS
     # shellcheck disable=SC2046

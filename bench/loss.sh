@@ -10,6 +10,7 @@
 # Results: DIR/loss.md and DIR/raw/ (default bench/results/latest/loss).
 # Benchmarks the usnic component installed in Open MPI (make -C standalone install); run it
 # as `flock /tmp/usnic-vm.lock bench/loss.sh` where VM runs must not overlap.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5 loss=1 out=bench/results/latest/loss mode=host

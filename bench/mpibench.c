@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * OSU-style MPI micro-benchmarks in one program, one output line per size:
  *
@@ -10,6 +11,8 @@
  *   bibw  bidirectional bandwidth: both ranks Irecv and Isend a window
  *   mr    multi-pair message rate: rank i (i < P) streams windows to rank i + P
  *         as in bw, all P = nprocs / 2 pairs at once; aggregate figures
+ *   a2a   MPI_Alltoall of SIZE bytes to every rank, all ranks; MEAN_US etc. are
+ *         the time of one all-to-all, MSG/S all-to-alls per second
  *
  * lat, bw and bibw use ranks 0 and 1 only (run them with -np 2, one rank per
  * host); mr uses every rank (run it with P ranks per host).
@@ -49,8 +52,8 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { T_LAT, T_BW, T_BIBW, T_MR, T_COUNT };
-static const char *test_names[T_COUNT] = {"lat", "bw", "bibw", "mr"};
+enum { T_LAT, T_BW, T_BIBW, T_MR, T_A2A, T_COUNT };
+static const char *test_names[T_COUNT] = {"lat", "bw", "bibw", "mr", "a2a"};
 
 #define TAG_DATA 10
 #define TAG_ACK 11
@@ -71,7 +74,7 @@ static int window_for(int test, size_t size)
 {
     size_t w;
 
-    if (T_LAT == test) {
+    if (T_LAT == test || T_A2A == test) {
         return 1;
     }
     w = size > 0 ? window_bytes / size : (size_t) max_window;
@@ -138,6 +141,9 @@ static long one_iteration(int test, size_t size, int window)
         }
         MPI_Waitall(2 * window, reqs, MPI_STATUSES_IGNORE);
         return 2L * window;
+    case T_A2A:
+        MPI_Alltoall(sbuf, cnt, MPI_BYTE, rbuf, cnt, MPI_BYTE, MPI_COMM_WORLD);
+        return 1;
     }
     return 0;
 }
@@ -320,7 +326,7 @@ static void usage(const char *prog)
 {
     if (0 == rank) {
         fprintf(stderr,
-                "usage: %s [-t lat,bw,bibw,mr] [-s MIN] [-m MAX] [-S SIZE,SIZE,...]\n"
+                "usage: %s [-t lat,bw,bibw,mr,a2a] [-s MIN] [-m MAX] [-S SIZE,SIZE,...]\n"
                 "       [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS]\n"
                 "       [-w MAX_WARMUP] [-x WINDOW] [-B WINDOW_BYTES] [-P IDLE_PASSES]\n"
                 "  sizes: powers of two from MIN (default 1) to MAX (default 4 MiB),\n"
@@ -395,7 +401,8 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < ntests; ++k) {
         for (int j = 0; j < nsizes; ++j) {
-            size_t need = sizes[j] * (size_t) window_for(tests[k], sizes[j]);
+            size_t need = sizes[j] * (size_t) (T_A2A == tests[k] ? nprocs
+                                                                 : window_for(tests[k], sizes[j]));
 
             bufsize = need > bufsize ? need : bufsize;
         }

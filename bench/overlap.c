@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* overlap: what usnic's progress thread (btl_usnic_progress_thread) buys and costs, between
  * two ranks on two hosts.
  *

@@ -9,6 +9,7 @@
 # how many transfers completed during the computation, idle CPU) and raw/.
 # Benchmarks the usnic component installed in Open MPI (make -C standalone install); run it
 # as `flock /tmp/usnic-vm.lock bench/overlap.sh` where VM runs must not overlap.
+# SPDX-License-Identifier: BSD-3-Clause
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=$PWD/bench/results/overlap

@@ -8,6 +8,7 @@
 # usnic pays besides usnic's own cost (bench/engine.sh: per 8 B message, sender's sendi and
 # receiver's progress pass), and what the raw verbs baseline of the VM benchmark does not.
 # Writes DIR/results.md (default bench/results/pml).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results/pml

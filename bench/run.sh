@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/run.sh [--quick] [--runs N] [--no-callgrind] [--out DIR]: the benchmark suite in ONE boot of the
+# bench/run.sh [--quick|--main] [--runs N] [--no-callgrind] [--out DIR]: the benchmark suite in ONE boot of the
 # rxe-vm VM: MPI micro-benchmarks (bench/mpibench.c: latency, streaming and bidirectional
 # bandwidth, multi-pair message rate) over usnic and over btl/tcp, and the raw verbs UD
 # baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 7),
@@ -17,6 +17,7 @@
 # --quick: a smoke run (5 sizes, 1 run, no callgrind) for CI: under a minute of VM time on
 # an idle 2-core host. The full suite (7 runs, callgrind) takes about 20 minutes there, several
 # times that on a busy host. --no-callgrind skips the instruction counts (valgrind).
+# --main: bench/main-job.sh's run: 5 sizes, 3 runs, no message-rate, scaling or callgrind jobs.
 # --out DIR: results go to DIR, below the checkout, instead (bench/results/latest is left
 # alone); CI's smoke run.
 # Exits non-zero if the VM, any benchmark or the report failed, or if any expected number
@@ -24,18 +25,20 @@
 # Benchmarks the usnic component installed in Open MPI (make -C standalone install).
 # Other VM users: run it as `flock /tmp/usnic-vm.lock bench/run.sh` where VM runs must
 # not overlap.
-set -u    # not -e: runs the VM and the report whatever fails, then reports (README, Scripts)
+# SPDX-License-Identifier: BSD-3-Clause
+set -u    # not -e: runs the VM and the report whatever fails, then reports (docs/development.md, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 mode=full runs=7 callgrind=1 outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) mode=quick runs=1 callgrind=0 ;;
+        --main) mode=main runs=3 callgrind=0 ;;
         --runs) runs=${2:?--runs needs a number}; shift ;;
         --no-callgrind) callgrind=0 ;;
         --callgrind) callgrind=1 ;;
         --out) outdir=${2:?--out needs a directory}; shift ;;
-        -h|--help) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 0 ;;
-        *) echo "usage: bench/run.sh [--quick] [--runs N] [--no-callgrind|--callgrind] [--out DIR]" >&2; exit 2 ;;
+        -h|--help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "usage: bench/run.sh [--quick|--main] [--runs N] [--no-callgrind|--callgrind] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -77,7 +80,11 @@ echo "run.sh: $mode suite, $runs run(s), results in $out"
 } > "$out/component.txt"
 so_before=$(component "$so")
 # The results are written from inside the guest: the repository is shared read-write.
-if [ "$mode" = quick ]; then vm_timeout=600; else vm_timeout=$((runs * 900 + 900)); fi
+case $mode in
+    quick) vm_timeout=600 ;;
+    main) vm_timeout=$((runs * 300 + 600)) ;;
+    *) vm_timeout=$((runs * 900 + 900)) ;;
+esac
 export RXE_VM_RW=$PWD RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-$vm_timeout}
 # The host's load while the VM runs: other load slows the emulated guest down.
 ( while :; do cut -d' ' -f1 /proc/loadavg >> "$out/host-load.txt"; sleep 20; done ) &

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* bench/scaling.c: what joining a job costs over usnic, at the job's size.
  * Every rank times its MPI_Init, exchanges one message with every other rank
  * (so that every usnic endpoint has sent, and holds its send tables), then

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test/run-all.sh: the project's whole test run (what CI runs, from a fresh clone):
 #   deps      tools/deps.sh (packages + VM cache)
-#   lint      tools/shellcheck.sh        (shellcheck over every script of the project: no findings)
+#   lint      tools/shellcheck.sh        (shellcheck over every script of the project: no findings;
+#             tools/doclinks.sh: every relative link of the Markdown files resolves)
 #   build     make -C standalone
 #   install   make -C standalone install (into Open MPI's component dir, for the VM tests)
 #   unit      make -C standalone check     (prints "unit: N passed, N failed")
@@ -27,17 +28,50 @@
 #   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
 #             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
+#   nbench    bench/native.sh --quick       (native-world benchmark smoke run: usnic over UDP,
+#             tcp, raw UDP; results in bench/results/native-smoke)
+# Before the first step it prints each step's expected time: what the last run on this machine
+# took (USNIC_RUN_TIMES, default ~/.cache/usnic-run-all.times, written at the end of every
+# run), else a default measured on an idle 2-core machine; the summary sets them beside the
+# actual times.
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
 # "N passed, N failed" and exits non-zero if anything failed.
-set -u    # not -e: runs every step whatever fails, counts the failures (README, Scripts)
+# SPDX-License-Identifier: BSD-3-Clause
+set -u    # not -e: runs every step whatever fails, counts the failures (docs/development.md, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 OUT=$(mktemp) || exit 2
 trap 'rm -f "$OUT"' EXIT
 npass=0 nfail=0 table=()
+TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
+# seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
+# packages, VM image and Debian 13 world take several minutes more)
+declare -A est=([deps]=240 [lint]=20 [build]=60 [install]=5 [unit]=60 [build5]=60
+    [install5]=5 [unit5]=60 [engine]=60 [intree]=660 [fuzz]=150 [deb]=30 [deb5]=60
+    [vm]=1260 [vm5]=390 [bench]=90)
+declare -A took=()
+estimate() {
+    local from="defaults" name line total=0
+    if [ -r "$TIMES" ]; then
+        while read -r name line; do
+            [[ $line =~ ^[0-9]+$ ]] && est[$name]=$line
+        done < "$TIMES"
+        from="the run of $(date -r "$TIMES" '+%F %H:%M'), defaults for steps it lacks"
+    fi
+    echo "=== plan (expected times: $from)"
+    # the steps, in order, as this script calls them below
+    while read -r name; do
+        if [ "$name" = intree ] && [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then continue; fi
+        printf '  %-8s %4dm%02ds\n' "$name" $((${est[$name]:-60} / 60)) $((${est[$name]:-60} % 60))
+        total=$((total + ${est[$name]:-60}))
+    done < <(sed -n 's/^ *step \([a-z0-9]*\) .*/\1/p' "$0")
+    printf '  %-8s %4dm%02ds, until about %s\n' all $((total / 60)) $((total % 60)) \
+        "$(date -d "@$(($(date +%s) + total))" +%H:%M)"
+}
+estimate
 
 # the representative subset that runs on Open MPI 5.0 too
-VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-onesided t-faults-mix t-stats t-debpkg)
+VM5_TESTS=(t-bringup t-p2p t-coll t-osc t-onesided t-faults-mix t-stats t-debpkg t-transport)
 
 # step NAME CMD...: run CMD with its output streamed, time it and count its tests (NAME5, the
 # Open MPI 5.0 run of step NAME, prints NAME's counts)
@@ -55,7 +89,9 @@ step() {
     fi
     res=PASS; [ "$rc" = 0 ] && [ "$f" = 0 ] || res=FAIL
     npass=$((npass + p)) nfail=$((nfail + f))
-    table+=("$(printf '%-8s %s %5ss  (%s passed, %s failed)' "$name" "$res" $((SECONDS - t0)) "$p" "$f")")
+    [ "$res" = PASS ] && took[$name]=$((SECONDS - t0))    # a failed step may have stopped early
+    table+=("$(printf '%-8s %s %5ss  (expected %5ss; %s passed, %s failed)' "$name" "$res" \
+        $((SECONDS - t0)) "${est[$name]:-60}" "$p" "$f")")
     echo "--- $name: $res ($((SECONDS - t0))s, exit code $rc)"
 }
 
@@ -82,8 +118,11 @@ step vm test/vm/run.sh
 step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
     test/vm/run.sh "${VM5_TESTS[@]}"
 step bench bench/run.sh --quick --out bench/results/smoke
+step nbench bench/native.sh --quick --out bench/results/native-smoke
 
-echo "=== summary"
+echo "=== summary (step, result, time taken, expected)"
 printf '%s\n' "${table[@]}"
+for n in "${!took[@]}"; do est[$n]=${took[$n]}; done    # steps not run keep their old figure
+mkdir -p "$(dirname "$TIMES")" && for n in "${!est[@]}"; do echo "$n ${est[$n]}"; done > "$TIMES"
 echo "$npass passed, $nfail failed"
 [ "$nfail" = 0 ]

@@ -19,6 +19,7 @@
 #    lintian, which must report no error and no warning;
 #  - leaves the .deb, .dsc, .tar.xz, .buildinfo and .changes in DIR (default
 #    packaging/out/CODENAME, git-ignored; emptied first), where test/vm/t-debpkg.sh finds them.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -64,7 +65,7 @@ if [ "$staged" = 0 ]; then
     rm -rf "$work"
     mkdir -p "$src"
     # the component as it sits in Open MPI's tree, its stand-alone build and its unit tests
-    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md \
+    git ls-files -z -- 'btl_usnic*' help-mpi-btl-usnic.txt configure.m4 Makefile.am README.md LICENSE docs \
         standalone test/unit | xargs -0 cp --parents -t "$src"
     cp -r packaging/debian "$src/debian"
     git log -1 --format=%ct > "$work/commit-time"
@@ -86,7 +87,7 @@ if [ "${ompi_ver%%.*}" != 4 ]; then
         rm -rf "$osrc"
         mkdir -p "$osrc"
         (cd "$osrc" && apt-get -q source "openmpi=$debver" > apt.log 2>&1) ||
-            { tail -n 5 "$osrc/apt.log"; echo "build-deb: apt-get source failed (deb-src lines?)" >&2; exit 1; }
+            { tail -n 5 "$osrc/apt.log"; echo "build-deb: apt-get source openmpi=$debver failed: it needs deb-src entries in the apt sources for this release (and the network)" >&2; exit 1; }
         echo "$debver" > "$osrc/.version"
     fi
     tree=$(find "$osrc" -mindepth 1 -maxdepth 1 -type d -name 'openmpi-*' | head -n 1)

@@ -7,7 +7,7 @@
 #                                   their own paths (e.g. `run make -C standalone install`)
 #
 # The root is made with debootstrap --variant=minbase from the Debian mirror of this machine's
-# apt sources (/etc/apt/sources.list.d/debian.sources first; DEBIAN13_MIRROR overrides it),
+# apt sources (tools/apt-mirror.sh; DEBIAN13_MIRROR overrides it; neither: it stops),
 # then the packages below are installed with the root's own apt (its own sources.list, in the
 # root): Open MPI 5 (openmpi-bin, libopenmpi-dev), rdma-core, ibverbs-providers/-utils,
 # libibverbs-dev, iproute2, perftest, gcc, make, pkg-config, and what tools/rxe-vm/rxe-vm and
@@ -22,6 +22,7 @@
 # cached its tree in it); packages added to the list below are
 # installed into the cached root on the next run.
 # tools/rxe-vm/rxe-vm boots over it with RXE_VM_ROOT=$(tools/debian13-root.sh).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SUITE=trixie
@@ -51,16 +52,6 @@ run_in() {
     ' sh "$r" "$REPO" "$PWD" "$@"
 }
 
-find_mirror() {
-    local f=/etc/apt/sources.list.d/debian.sources
-    [ -f "$f" ] && awk 'BEGIN { RS = ""; FS = "\n" }
-        { u = s = ""
-          for (i = 1; i <= NF; i++) {
-              if ($i ~ /^URIs:/) { u = $i; sub(/^URIs:[ \t]*/, "", u); sub(/[ \t].*/, "", u) }
-              if ($i ~ /^Suites:/) s = $i }
-          if (u != "" && u !~ /security/ && s !~ /security/) { print u; exit } }' "$f" | grep .
-}
-
 stamp=$(printf '%s\n' "$SUITE" "${PKGS[@]}" | sha256sum | cut -c1-16)
 install_pkgs() { # root
     msg "installing ${PKGS[*]}"
@@ -75,7 +66,12 @@ install_pkgs() { # root
 }
 build() {
     local mirror T
-    mirror=${DEBIAN13_MIRROR:-$(find_mirror || echo http://deb.debian.org/debian)}
+    mirror=${DEBIAN13_MIRROR:-}
+    if [ -z "$mirror" ]; then
+        mirror=$("$REPO/tools/apt-mirror.sh" "$SUITE") ||
+            die "no Debian archive in this machine's apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/*.list or *.sources); set DEBIAN13_MIRROR to the URI of a Debian mirror"
+        mirror=${mirror%% *}
+    fi
     if ! command -v debootstrap >/dev/null; then
         msg "installing debootstrap on this machine"
         DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 install -y debootstrap >&2

@@ -1,22 +1,29 @@
 #!/bin/bash
-# tools/deps.sh [--no-vm-prepare]: install every Debian package the project needs (build,
+# tools/deps.sh [--no-vm-prepare|--main-job]: install every Debian package the project needs (build,
 # unit tests, in-tree check, Debian package, VM tests, plots), then warm up the VM cache with
 # `tools/rxe-vm/rxe-vm --prepare` (kernel download + image build) and make the Debian 13
 # world with Open MPI 5.0 (tools/debian13-root.sh; both skipped with --no-vm-prepare or
-# USNIC_SKIP_VM_PREPARE=1). Idempotent: when everything is installed it only runs one
+# USNIC_SKIP_VM_PREPARE=1). --main-job: only what bench/main-job.sh needs (build, perftest,
+# gnuplot; tools/rxe-vm/rxe-vm installs its own host packages), no VM or Debian 13 preparation.
+# Idempotent: when everything is installed it only runs one
 # dpkg-query (and the two preparations, fast no-ops once their caches are built).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev ibverbs-utils debootstrap
       ibverbs-providers rdma-core libnl-3-dev libnl-route-3-dev libhwloc-dev perftest
       qemu-system-x86 busybox-static xz-utils zstd iproute2 util-linux autoconf automake
-      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck)
+      libtool flex dpkg-dev debhelper lintian clang libclang-rt-14-dev gnuplot-nox valgrind shellcheck
+      nftables)
 skip_vm=${USNIC_SKIP_VM_PREPARE:-0}
 case ${1:-} in
     --no-vm-prepare) skip_vm=1 ;;
+    --main-job) skip_vm=1
+        PKGS=(build-essential pkg-config libopenmpi-dev openmpi-bin libibverbs-dev libhwloc-dev
+              perftest gnuplot-nox) ;;
     "") ;;
-    *) echo "usage: $0 [--no-vm-prepare]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--no-vm-prepare|--main-job]" >&2; exit 2 ;;
 esac
 
 # dpkg-query fails when it has never heard of a package; it still lists the others

@@ -45,6 +45,7 @@
 #
 # Exit status 0 when every step passed; otherwise non-zero, with the
 # step that failed and the end of its log.
+# SPDX-License-Identifier: BSD-3-Clause
 
 set -Eeuo pipefail
 export LC_ALL=C
@@ -254,30 +255,10 @@ if [ -n "$dsc" ]; then
 else
     # Private apt setup: only a deb-src line, on the mirror and keyring
     # that this machine's Debian sources already use.
-    mirror=
-    keyring=
-    if [ -r /etc/apt/sources.list.d/debian.sources ]; then
-        # deb822 stanzas: take the first one that lists the suite itself.
-        read -r mirror keyring < <(awk -v suite="$suite" '
-            function flush() {
-                if (!done && uris != "" && (" " suites " ") ~ (" " suite " ")) {
-                    split(uris, u, /[ \t]+/); print u[1], signed; done = 1
-                }
-                uris = ""; suites = ""; signed = ""
-            }
-            /^[ \t]*#/ { next }
-            /^[ \t]*$/ { flush(); next }
-            tolower($1) == "uris:"      { $1 = ""; sub(/^[ \t]+/, ""); uris = $0 }
-            tolower($1) == "suites:"    { $1 = ""; sub(/^[ \t]+/, ""); suites = $0 }
-            tolower($1) == "signed-by:" { $1 = ""; sub(/^[ \t]+/, ""); signed = $0 }
-            END { flush() }' /etc/apt/sources.list.d/debian.sources) || true
-    fi
-    if [ -z "$mirror" ] && [ -r /etc/apt/sources.list ]; then
-        mirror=$(awk -v suite="$suite" '
-            $1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {
-                          if ($(i+1) == suite) { print $i; exit } } }' /etc/apt/sources.list)
-    fi
-    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    mirror_keyring=$("$script_dir/apt-mirror.sh" "$suite") ||
+        fail "no Debian archive in this machine's apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/*.list or *.sources) to fetch the $src_package source from"
+    mirror=${mirror_keyring%% *}
+    keyring=${mirror_keyring#* }
     case "$keyring" in
         /*) ;;
         *)  keyring=/usr/share/keyrings/debian-archive-keyring.gpg ;;

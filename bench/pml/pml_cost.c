@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * What an 8-byte message costs above the BTL: one process sends to itself
  * over btl/self (MPI_Isend, MPI_Recv, MPI_Wait), N times; bench/pml-cost.sh

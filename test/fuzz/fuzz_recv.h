@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The receive-path fuzzer of the usnic BTL: input format and the
  * constants that the harness (fuzz_recv.c) and the seed generator

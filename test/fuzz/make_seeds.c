@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Writes the seed corpus of fuzz_recv (format in fuzz_recv.h) into the
  * directory given, and checks every seed by running it through the

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /*
  * load-check: prove that the usnic BTL built inside an Open MPI 4.1 or
  * 5.0 tree loads and runs its MCA hooks.

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /*
  * usnic_rogue: a rogue sender for the usnic BTL's receive path.
  *

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The fake device of the engine tests; see fake_device.h.
  */
@@ -394,6 +395,7 @@ static int fake_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     (void) dev_name;
     limits->max_qp_wr = 16384;
     limits->max_cqe = 65536;
+    limits->pins_memory = true;
     return OPAL_SUCCESS;
 }
 

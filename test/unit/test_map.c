@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The connectivity map file (btl_usnic_map.c): its name is predictable
  * and its directory may be shared (/tmp), so whatever sits at that name

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * NUMA distance between a process binding and a device
  * (opal_btl_usnic_numa_distance) on synthetic hwloc topologies.

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Received-packet validation, chunk tiling and reassembly-slot classification
  * (btl_usnic_window.h, formats in btl_usnic_wire.h).

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Forged datagrams: a valid header with the sender id of the real peer
  * and sequence numbers inside its window, but sent from another queue

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Send window: outstanding segments and ACK classification
  * (btl_usnic_window.h), started just below the 16-bit wrap.

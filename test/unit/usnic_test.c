@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * Runs every registered test: one PASS/FAIL line each, then
  * "unit: N passed, N failed"; exits non-zero if any test failed.

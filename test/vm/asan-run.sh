@@ -21,7 +21,8 @@
 #      MPI_Finalize) and only counted. Ours are printed in full.
 # Ends with `asan: N passed, N failed` (the VM tests) and a summary; exits non-zero if a test
 # failed or if anything of ours was reported. USNIC_ASAN_SLOW (default 3) multiplies timeouts.
-set -u    # not -e: reinstalls the normal build and reads the reports whatever fails (README, Scripts)
+# SPDX-License-Identifier: BSD-3-Clause
+set -u    # not -e: reinstalls the normal build and reads the reports whatever fails (docs/development.md, Scripts)
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
 ALOGS=$VM/logs/asan

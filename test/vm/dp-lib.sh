@@ -3,10 +3,11 @@
 # they receive, print "PROG: OK N messages, B bytes verified" or their mismatches, and per host
 # "PROG: host NAME min_usnic_dgrams_in N": the fewest datagrams the usnic BTL can have
 # delivered on that host for the traffic the program generated between the hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 
 DP_FAILED=0
 
-# Facts the tests read (README, "Tests read facts"): the "stats final" lines
+# Facts the tests read (docs/tests.md, "Test contracts"): the "stats final" lines
 # ("btl:usnic: stats final HOST DEV: name=value ...", btl_usnic_stats.c) and the connectivity
 # map (btl_usnic_connectivity_map, btl_usnic_map.c), not the prose of verbose messages.
 # final_stat OUT HOST DEV NAME: counter NAME of the first final report of DEV on HOST in OUT

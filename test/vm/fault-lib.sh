@@ -21,6 +21,7 @@
 #   - the run ended within its bound (a hang is killed at the bound: exit code 124);
 #   - the fault did something (see fault_run's KIND);
 # and prints one summary line per run, "faults: LABEL PROG: ..." (fault_summary: all of them).
+# SPDX-License-Identifier: BSD-3-Clause
 
 # netem_roce HOST NETEM-ARGS...: netem on the data-path datagrams host X sends: RoCE v2 in the
 # VM; in the native world (usnic over UDP, every socket on an ephemeral port) every UDP

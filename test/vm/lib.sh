@@ -8,6 +8,7 @@
 # Gives REPO (repo root), WORK (a fresh dir under /tmp, which is one file system shared by
 # every host and the root namespace), WORLD (vm | native), HOSTS (the host letters: A B, or
 # A B C D ...), NHOSTS, mpi_build, mpirun_usnic, dev_of, assertions and netem helpers.
+# SPDX-License-Identifier: BSD-3-Clause
 if [ -n "${NETNS_WORLD_ENV:-}" ] && [ -r "$NETNS_WORLD_ENV" ]; then
     # shellcheck source=/dev/null # written by tools/netns-world/netns-world
     . "$NETNS_WORLD_ENV"
@@ -33,8 +34,7 @@ WORK=$(mktemp -d /tmp/usnic-vm.XXXXXX) || exit 2
 # its mpirun needs besides. Open MPI 5.0's mpirun (PRRTE) finds no interface for a subnet in
 # oob_tcp_if_include (each host has only lo and its veth anyway), and Debian 13's exports its
 # PMIx component dir to the ranks as Open MPI's component path, which hides the components
-# installed in Open MPI's own dir: give that dir back (README, "Installing into an existing
-# Open MPI").
+# installed in Open MPI's own dir: give that dir back (docs/install.md, "Stand-alone build").
 OMPI_MAJOR=$(mpirun --version 2>/dev/null | sed -n 's/^mpirun (Open MPI) \([0-9][0-9]*\)\..*/\1/p')
 # shellcheck disable=SC2034 # SM_BTL and BTL_API are for the tests that source this file
 if [ "${OMPI_MAJOR:-0}" -ge 5 ]; then

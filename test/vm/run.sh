@@ -19,6 +19,7 @@
 # test/vm/logs. With RXE_VM_ROOT=$(tools/debian13-root.sh) the VM runs the Debian 13 world
 # (Open MPI 5.0): install the component there first (tools/debian13-root.sh run make -C
 # standalone install); lib.sh adapts the tests to the Open MPI version it finds.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
@@ -118,7 +119,7 @@ declare -A seen=()
 for s in "${specs[@]}"; do
     name=${s%:*}
     seen[$name]=$((${seen[$name]:-0} + 1))
-    result=$(grep -E "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
+    result=$(grep -aE "^(PASS|FAIL) $name \(" "$LOGS/run.log" | sed -n "${seen[$name]}p")
     case $result in
         PASS*) npass=$((npass + 1)) ;;
         FAIL*) nfail=$((nfail + 1)) ;;

@@ -5,6 +5,7 @@
 # the queue pair it flushed when that comes first) and aborts the job, rather than hanging
 # in retransmits.  The link comes back after 3 s so
 # that the launcher's own TCP connections survive to tear the job down.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 mpi_build busy

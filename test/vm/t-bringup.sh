@@ -11,6 +11,7 @@
 # the job completes. In the VM both hosts sent RGET data without a copy (num_zcopy_chunks:
 # the zero-copy path, every byte of it checked; t-p2p checks it over all its sizes when run
 # in the VM). In a native world of more hosts the job runs on hostA and hostB.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

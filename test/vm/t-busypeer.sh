@@ -25,6 +25,7 @@
 #      message saying that the pings are not used, within 40 s of the launch.
 # progs/busypeer.c and the checks of its output are for one pair: in a world of more hosts the
 # jobs run on hostA and hostB.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 [ "$NHOSTS" -gt 2 ] && export MPI_HOSTS="A B"

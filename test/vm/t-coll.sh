@@ -13,6 +13,7 @@
 #      connectivity maps show
 # Each run: all results right, and on both hosts the usnic counters reach the datagrams needed
 # for the data that had to cross the hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

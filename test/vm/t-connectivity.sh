@@ -7,6 +7,7 @@
 # smaller MTU; RoCE's 4096-byte datagrams and the launcher's TCP pass) each abort the job with the checker's
 # message, naming both ends, well before the job would have ended on its own. (Interfaces
 # whose MTUs merely differ are fine: t-mtu.sh.)
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 mpi_build busy

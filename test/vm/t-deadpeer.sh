@@ -24,6 +24,7 @@
 #      peer_timeout 30 (the default): the job must abort within 40 s of its processes
 #      running, with a message naming the right peer: the checker's ("got no answer at all",
 #      within its 10 s budget) or the peer-unreachable one.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"      # also wait_ranks, elapsed, lt, no_message, check_reports, aborted

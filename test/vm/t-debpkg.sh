@@ -15,6 +15,7 @@
 # The guest's root is a throw-away overlay: dpkg changes nothing on the host. Debian 12 (this
 # machine's root, Open MPI 4.1) and Debian 13 (RXE_VM_ROOT=$(tools/debian13-root.sh), 5.0):
 # each finds its own package, packaging/out/bookworm or packaging/out/trixie.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -12,6 +12,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader
 # Each run: no wrong byte, and on both hosts the usnic counters reach the datagrams that traffic
 # needs.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

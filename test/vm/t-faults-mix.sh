@@ -22,6 +22,7 @@
 # 2-core host (two runs): 5-15 s (reorder, dup), 7-15 s (corrupt, mix). Before issue 11's
 # recovery fixes (Karn's rule for RTT samples, ACK requests, hole reports) corrupt p2p took
 # 45-91 s: every recovery raised the RTO toward its 1 s ceiling.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

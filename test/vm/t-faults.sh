@@ -28,6 +28,7 @@
 # partial ACKs the next ones, one round trip each; in a ping-pong nothing follows a lost tail
 # to report a hole, and with the ACKs lost too the timer's backoff dominates, so the time
 # still varies from run to run.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

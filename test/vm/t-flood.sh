@@ -14,6 +14,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader
 # Each run: no wrong or misordered message, and on both hosts the usnic counters reach at
 # least one datagram per message that crossed the hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -7,6 +7,7 @@
 # ping-pongs) uses the RoCE v2 GID of that second address (btl_usnic_gid_index, per host from
 # sysfs). The connectivity map (the module's address and the peer's published one) must show
 # 10.77.0.x/16 on both hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 

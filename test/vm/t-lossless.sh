@@ -37,6 +37,7 @@
 #    timer resends the oldest segment once per timeout, doubling (10, 20, 40 ms: 3 when the
 #    peer came 38 ms later), and the peer proves the first resend spurious. mpibench's
 #    counters of a size start after the barrier that starts it, where a rank may come late.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -12,6 +12,7 @@
 #      with every byte checked and usnic carrying the traffic, and the "registration
 #      failed" message is shown (once per device and process) instead of the send engine
 #      spinning or the job aborting.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -13,6 +13,7 @@
 # checker must have cut its large ping to what the route carries (8500 - 68 bytes; its
 # "fact ping_cut" line, a test contract, says so). The MTUs and the route are restored at the end. (A path that really carries less than the interfaces,
 # a switch dropping large frames, must still abort the job: t-connectivity.sh.)
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

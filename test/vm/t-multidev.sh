@@ -22,7 +22,8 @@
 #      between which there is no route: no module pairs with the peer's (the map's peer line
 #      names no device), and the job stops with the "unable to reach each other" error
 #      instead of hanging.
-# Facts only (README, "Tests read facts"): map files, statistics, help messages, exit codes.
+# Facts only (docs/tests.md, "Test contracts"): map files, statistics, help messages, exit codes.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -15,6 +15,7 @@
 # num_rdma_served > 0 (operations of the other host's ranks carried out there). Open MPI 5.0's
 # osc/rdma uses its own active-message RDMA over usnic's sends instead (it takes a BTL's RDMA
 # only from one that reaches the process itself too): there the counters are only shown.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

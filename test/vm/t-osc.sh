@@ -13,6 +13,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader
 # Each run: all results right, and on both hosts the usnic counters reach the datagrams needed
 # for the data that crossed the hosts.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

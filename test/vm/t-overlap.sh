@@ -16,6 +16,7 @@
 # shellcheck disable=SC2015 # pass only prints: "A && pass || dp_fail" is an if-then-else here
 # bench/overlap.c is a two-rank program: in a world of more hosts it runs on hostA and the last
 # host (Y below; hostB in the VM).
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -21,6 +21,7 @@
 # (num_zcopy_chunks), so every byte checked above also checks the zero-copy path (the UDP
 # device of the native world copies every datagram at post time: no zero copy there; t-bringup
 # checks the zero-copy path in the VM by default).
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -10,7 +10,7 @@
 # tests run as root). On hostB it reads rank 1, which keeps rank 0's record; on hostA rank 0
 # itself. (Reading the PMIx modex would need a PMIx client of the job; memory is simpler and
 # no weaker.) Sender ids and pids come from the job's output (btl_base_verbose 10: the
-# "fact id" line, a test contract, see README; a sender id is just a process name), sequence
+# "fact id" line, a test contract, see docs/tests.md; a sender id is just a process name), sequence
 # numbers from the wire (AF_PACKET on the host's veth).
 #   1) baseline     the job alone: the drop counters of a clean run are 0 (oow_low aside),
 #                   num_forged_recvs too (every real datagram passes the source check)
@@ -30,6 +30,7 @@
 # Every job must verify all its data (every byte), keep running during and after the attack
 # and exit 0 with the canary intact; no forged datagram may reach the window, ACK or
 # reassembly counters.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 

@@ -9,6 +9,7 @@
 #   2) getrandom failing inside the component (progs/nogetrandom.c, LD_PRELOAD), first for the
 #      Q_Key, then for a device's initial sequence numbers: the "no random numbers" help
 #      message, usnic without devices (no statistics) and the job still runs (over tcp)
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 

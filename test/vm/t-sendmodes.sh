@@ -14,6 +14,7 @@
 #   2) 3 ranks per host, btl usnic,self,vader: 3 cross-host pairs at the same time
 # Each run: no wrong byte, exit code 0, and on both hosts the usnic counters (num_frag_recvs +
 # num_chunk_recvs) reach the datagrams that traffic needs: usnic carried it.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

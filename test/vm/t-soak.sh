@@ -6,6 +6,7 @@
 # directions: every message arrives intact, and resident memory stays flat after warm-up.
 # CI runs a short version; the full one (about 10^6 messages) is
 #   SOAK_ROUNDS=33400 SOAK_TIMEOUT=7200 VM_TEST_TIMEOUT=7300 test/vm/run.sh t-soak
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -7,6 +7,7 @@
 # btl_usnic_connectivity_map each process writes a map of its device and its peer.
 # progs/mpit.c and progs/busy.c are two-rank programs: in a world of more hosts the jobs run
 # on hostA and the last host.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 [ "$NHOSTS" -gt 2 ] && export MPI_HOSTS="A ${HOSTS[NHOSTS - 1]}"

@@ -15,6 +15,7 @@
 #   4) progs/dtypes.c, 1 rank per host
 # Each run: no wrong byte, usnic carried the traffic (data datagrams counted over both
 # devices reach what the traffic needs) and both devices of both hosts received chunks.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -13,6 +13,7 @@
 # delivered each data datagram exactly once; under loss, netem dropped datagrams on both hosts
 # and usnic retransmitted.
 # Bounds per run (launch included): 120 s without loss, 300 s at 5%.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

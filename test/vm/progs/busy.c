@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Keeps all ranks inside MPI (broadcasts) for a few seconds, long enough
  * for background checks such as the connectivity checker to finish.
  * Rank 0's clock decides when to stop, so every rank stops together. */

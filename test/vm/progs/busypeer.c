@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* busypeer: ranks that stay outside MPI (sleeping: no MPI calls at all) while their partner
  * has data for them, for the liveness tests (t-busypeer.sh).
  *

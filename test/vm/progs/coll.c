@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* coll: the common collectives on MPI_COMM_WORLD spanning both hosts, results checked.
  *
  *   Barrier    12 barriers; before barrier i rank i % n sleeps 30 ms. Every rank's exit time

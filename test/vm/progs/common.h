@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Shared helpers of the data-path test programs (p2p.c, dtypes.c, flood.c, coll.c, osc.c).
  *
  * - Every rank learns which of the emulated hosts each rank runs on (2 in the VM, up to
@@ -28,15 +30,27 @@
 #include <string.h>
 #include <time.h>
 
-/* No usnic datagram carries more than this much PML data: a 4096-byte UD MTU (the RoCE
- * maximum, and what rxe uses here) minus the 32-byte usnic header. */
-#define DP_MAX_DGRAM_PAYLOAD 4064
 /* Hosts a job may span (tools/netns-world/netns-world makes at most 8). */
 #define DP_MAX_HOSTS 8
 /* Bytes after each receive buffer that must stay untouched. */
 #define DP_GUARD 64
 /* helpers not every program uses */
 #define DP_FN static __attribute__((unused))
+
+/* No usnic datagram carries more than this much PML data: the device's datagram size less
+ * the 32-byte usnic header. The size is USNIC_DP_MTU from the environment (UDP mode: the
+ * interface MTU less 32, see docs/udp-mode.md), else 4096 (the RoCE maximum, what rxe uses). */
+DP_FN unsigned long long dp_max_dgram_payload(void)
+{
+    static unsigned long long v;
+
+    if (0 == v) {
+        const char *e = getenv("USNIC_DP_MTU");
+        v = (NULL != e && atoll(e) > 64 ? (unsigned long long) atoll(e) : 4096) - 32;
+    }
+    return v;
+}
+#define DP_MAX_DGRAM_PAYLOAD dp_max_dgram_payload()
 /* Mismatch reports printed per rank (all are counted). */
 #define DP_MAX_REPORTS 8
 

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* dtypes: non-contiguous derived datatypes across the hosts, checked element by element.
  *
  * Types (each instance's blocks are known to the program, so every byte can be placed):

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* faultmix: all-to-all traffic among every rank, for the fault-injection tests (t-faults*.sh):
  * every message checked for content, count, source and per-source order, and nothing may
  * arrive twice or be left over.

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* flood: thousands of small messages in flight at once, deeper than the usnic send window
  * (at most 256 segments per peer) and the send queue (1024 work requests), every byte checked.
  *

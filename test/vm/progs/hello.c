@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Smallest useful MPI job: every rank gets through MPI_Init, a barrier and MPI_Finalize,
  * and says where it ran. */
 #include <mpi.h>

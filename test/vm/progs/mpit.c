@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Reads usnic's MPI_T performance variables around a known amount of
  * traffic (N ping-pong messages each way between ranks 0 and 1) and checks
  * each against what that traffic implies, so that a variable reading another

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* LD_PRELOAD shim for t-secrets: getrandom() fails with ENOSYS when the usnic component
  * (mca_btl_usnic.so) calls it, after the first NOGETRANDOM_AFTER such calls (default 0);
  * everybody else gets the real one. Build: gcc -shared -fPIC -o nogetrandom.so nogetrandom.c -ldl

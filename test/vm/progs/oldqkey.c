@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* oldqkey PID VPID T_FROM T_TO QKEY: whether QKEY is the Q_Key the usnic BTL used to derive
  * (opal_rand seeded with pid ^ time ^ vpid, low 31 bits) for that process at any second
  * T_FROM..T_TO: what anyone who sees the process list could compute. Prints the verdict;

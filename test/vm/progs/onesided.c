@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* onesided: what the OSU one-sided benchmarks do, every result checked, across the hosts.
  *
  * Ranks pair across the hosts (r < n/2 with r + n/2). For each window flavour

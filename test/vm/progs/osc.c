@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* osc: MPI one-sided communication across the hosts, results checked.
  *
  * Every rank exposes a window (MPI_Win_create, displacement unit 1) with three areas: PUT

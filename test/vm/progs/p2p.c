@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* p2p: point-to-point data path between two hosts, every byte checked.
  *
  * Ranks pair up across the hosts (rank r < n/2 with r + n/2; the pairs must span the hosts),

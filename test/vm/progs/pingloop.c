@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* pingloop: checked ping-pong between the hosts for a given time, for the dead-peer tests
  * (t-deadpeer.sh): traffic is always in flight, so a network outage stalls it at once.
  *

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* sendmodes: every MPI send mode between two hosts, at every protocol boundary, every byte
  * checked.
  *

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* Soak: many-to-many traffic of mixed sizes for R rounds; every rank sends one
  * message to every other rank per round, sizes from 0 B to 256 KiB, each byte
  * checked.  Resident memory is sampled after the first tenth of the rounds

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* stallprobe CPU THRESHOLD_US: how often, and how long, vCPU CPU could not run anything.
  *
  * Pinned to CPU at the highest SCHED_FIFO priority, it wakes every millisecond (absolute

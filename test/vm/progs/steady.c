@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* steady: checksummed ping-pong between rank 0 and one rank on the other host for as long
  * as a test needs it, every byte checked; the traffic target of the rogue-sender test.
  *

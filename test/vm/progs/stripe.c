@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* stripe.c [-c COUNTS] [-s SIZES] [-r REPS]: MPI_Sendrecv across the hosts, both ways at once,
  * of (a) one element of MPI_Type_vector(count, 3, 7, MPI_INT) for every count in COUNTS and
  * (b) SIZES contiguous bytes, each REPS times. With two devices per host ob1 stripes every

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* threads: MPI_THREAD_MULTIPLE traffic (t-threads.sh). The process must be granted
  * MPI_THREAD_MULTIPLE; then T threads per rank (default 4) run at once, each with tags of its
  * own. For each round and size, every thread of every rank sends one message to every other

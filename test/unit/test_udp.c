@@ -1,0 +1,202 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The UDP glue (btl_usnic_udp.c) over the loopback: what the engine relies
+ * on from a device (receive layout, source, Q_Key, completions, buffers).
+ */
+
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "btl_usnic.h"
+#include "btl_usnic_device.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_wire.h"
+#include "usnic_test.h"
+
+/* OPAL lists the loopback only when asked to (before opal_init_util). */
+__attribute__((constructor)) static void keep_loopback(void)
+{
+    setenv("OMPI_MCA_if_base_retain_loopback", "1", 0);
+}
+
+#define PRIO_MTU 768
+
+/* One "process": both channels on one CQ, and receive buffers. */
+typedef struct {
+    opal_btl_usnic_hwchan_t *prio, *data;
+    opal_btl_usnic_chan_info_t pinfo, dinfo;
+    opal_btl_usnic_recv_seg_t segs[8];
+} proc_t;
+
+static const opal_btl_usnic_device_ops_t *ops = &opal_btl_usnic_udp_ops;
+
+static int open_proc(opal_btl_usnic_port_t *port, opal_btl_usnic_pd_t *pd, uint32_t qkey,
+                     proc_t *p)
+{
+    opal_btl_usnic_chan_req_t req = {.dev_name = port->dev_name, .port_num = port->port_num,
+                                     .qkey = qkey, .sd_num = 16, .rd_num = 4, .cq_num = 64,
+                                     .mtu = PRIO_MTU};
+
+    memset(p, 0, sizeof(*p));
+    if (OPAL_SUCCESS != ops->chan_create(port->dev, pd, &req, NULL, &p->pinfo, &p->prio)) {
+        return -1;
+    }
+    req.mtu = port->port_mtu;
+    req.cq_num = 0;
+    if (OPAL_SUCCESS != ops->chan_create(port->dev, pd, &req, p->prio, &p->dinfo, &p->data)) {
+        return -1;
+    }
+    for (int i = 0; i < 8; ++i) {
+        opal_btl_usnic_recv_seg_t *s = &p->segs[i];
+        s->len = USNIC_GRH_LEN + (i < 4 ? PRIO_MTU : port->port_mtu);
+        s->buf = calloc(1, s->len);
+        s->base.type = USNIC_SEG_RECV;
+        if (NULL == s->buf) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void close_proc(proc_t *p)
+{
+    if (NULL != p->data) {
+        ops->chan_destroy(p->data);
+    }
+    if (NULL != p->prio) {
+        ops->chan_destroy(p->prio);
+    }
+    for (int i = 0; i < 8; ++i) {
+        free(p->segs[i].buf);
+    }
+}
+
+/* Poll until n completions came or a second passed; how many came. */
+static int poll_for(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int n)
+{
+    struct timespec t0, t;
+    int got = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        int r = ops->poll(ch, cqe + got, n - got);
+        if (r < 0) {
+            return r;
+        }
+        got += r;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (got < n && (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 1000000000L);
+    return got;
+}
+
+USNIC_TEST(udp_device_over_loopback)
+{
+    opal_btl_usnic_port_t *ports = NULL, *lo = NULL;
+    opal_btl_usnic_pd_t *pd;
+    opal_btl_usnic_ah_t *ah = NULL;
+    opal_btl_usnic_cqe_t cqe[8];
+    opal_btl_usnic_seg_base_t sent = {.type = USNIC_SEG_FRAG};
+    opal_btl_usnic_sge_t more;
+    opal_btl_usnic_dest_t dest;
+    proc_t a, b;
+    uint32_t localhost = htonl(INADDR_LOOPBACK);
+    char big[PRIO_MTU + 8], got[64];
+    int n = 0, rc = 1;
+
+    check_int_eq(ops->find_ports(&ports, &n), OPAL_SUCCESS);
+    for (int i = 0; i < n; ++i) {
+        if (ports[i].loopback && 0 == memcmp(ports[i].gid + 12, &localhost, 4)) {
+            lo = &ports[i];
+        }
+    }
+    check(NULL != lo);
+    check(lo->grh_ipv4);
+    check_int_eq(lo->gid[10], 0xff);
+    /* the loopback's 64 KiB MTU: capped at a jumbo frame's datagram */
+    check_int_eq(lo->port_mtu, 9000 - 28 - 4);
+    pd = ops->pd_alloc(lo->dev, lo->dev_name);
+    check(NULL != pd);
+    if (0 != open_proc(lo, pd, 0x1234, &a) || 0 != open_proc(lo, pd, 0x5678, &b) ||
+        0 != ops->ah_create(pd, 1, 0, lo->gid, &ah)) {
+        goto out;
+    }
+    check(a.prio != NULL && a.pinfo.qp_num != a.dinfo.qp_num && b.dinfo.qp_num != 0);
+    check_int_eq(b.dinfo.rd_num, 4);
+    /* all four data buffers of b, linked */
+    for (int i = 4; i < 7; ++i) {
+        b.segs[i].next = &b.segs[i + 1];
+    }
+    check_int_eq(ops->post_recv(b.data, &b.segs[4]), OPAL_SUCCESS);
+    b.segs[0].next = NULL;
+    check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
+
+    /* a gathered, signalled send to b's data channel */
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    more = (opal_btl_usnic_sge_t){.addr = " world", .len = 6};
+    check_int_eq(ops->post_send(a.data, &dest, "hello", 5, 0, &more, &sent), OPAL_SUCCESS);
+    check_int_eq(poll_for(a.prio, cqe, 1), 1);       /* the CQ both channels share */
+    check(cqe[0].cookie == &sent && USNIC_CQE_OK == cqe[0].status);
+    check_int_eq(poll_for(b.data, cqe, 1), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].grh);
+    check(cqe[0].cookie == &b.segs[4].base);
+    check_int_eq(cqe[0].len, USNIC_GRH_LEN + 11);
+    check_int_eq(cqe[0].src_qp, a.dinfo.qp_num);
+    check_int_eq(memcmp(b.segs[4].buf + USNIC_GRH_IPV4_SRC_OFF, &localhost, 4), 0);
+    memcpy(got, b.segs[4].buf + USNIC_GRH_LEN, 11);
+    got[11] = '\0';
+    check_str_eq(got, "hello world");
+
+    /* an unsignalled send completes nothing at the sender */
+    check_int_eq(ops->post_send(a.data, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.data, cqe, 1), 1);
+    check(cqe[0].cookie == &b.segs[5].base);
+    check_int_eq(ops->poll(a.data, cqe, 8), 0);
+
+    /* a wrong Q_Key, and a datagram longer than the buffer: counted
+     * receive errors on the buffer, which goes back to the engine */
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x9999};
+    check_int_eq(ops->post_send(a.prio, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[0].base);
+    check(NULL != strstr(ops->status_str(cqe[0].code), "Q_Key"));
+    b.segs[0].next = NULL;
+    check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
+    dest.qkey = 0x5678;
+    memset(big, 'b', sizeof(big));
+    check_int_eq(ops->post_send(a.prio, &dest, big, sizeof(big), 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_ERROR == cqe[0].status);
+    check(NULL != strstr(ops->status_str(cqe[0].code), "longer"));
+
+    /* with no buffer posted a datagram waits in the socket, not lost */
+    check_int_eq(ops->post_send(a.prio, &dest, "late", 4, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 0);
+    b.segs[1].next = NULL;
+    check_int_eq(ops->post_recv(b.prio, &b.segs[1]), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[1].base);
+    check_int_eq(cqe[0].len, USNIC_GRH_LEN + 4);
+    check_int_eq(memcmp(b.segs[1].buf + USNIC_GRH_LEN, "late", 4), 0);
+    check_int_eq(cqe[0].src_qp, a.pinfo.qp_num);
+    rc = 0;
+out:
+    if (NULL != ah) {
+        ops->ah_destroy(ah);
+    }
+    close_proc(&a);
+    close_proc(&b);
+    ops->pd_free(pd);
+    for (int i = 0; i < n; ++i) {
+        ops->close(ports[i].dev);
+    }
+    free(ports);
+    check_int_eq(rc, 0);
+    return 0;
+}
