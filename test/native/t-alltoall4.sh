@@ -18,6 +18,7 @@
 # process, not per peer, so with more than two hosts only their sums compare).
 # Bounds per run (launch included): 300 s; measured on the shared 2-core host: see
 # docs/native-world.md.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/../vm/lib.sh"
 . "$(dirname "$0")/../vm/dp-lib.sh"

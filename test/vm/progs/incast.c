@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* incast: every rank but one sends to one receiver at once (with 4 hosts x 2 ranks: 7 senders,
  * 6 of them on other hosts), every byte checked.
  *
