@@ -14,6 +14,7 @@
 # The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
 # 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
 # programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 NATIVE=$(cd "$(dirname "$0")" && pwd)
 REPO=${NATIVE%/test/native}

@@ -19,6 +19,7 @@
 # mpirun keeps waiting for its daemon on the vanished host (seen: still running 30 s after
 # the message), so the test stops it and what was left on hostD.
 # hostD's veth is made again afterwards (the same names, for the tests that follow).
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/../vm/lib.sh"
 . "$(dirname "$0")/../vm/dp-lib.sh"

@@ -14,6 +14,7 @@
 # the loss acted where it was put: the lossy host's netem dropped datagrams, no other
 # host's netem dropped any, and the lossy host's usnic retransmitted (num_resends > 0: what
 # its link lost was recovered by the reliability engine).
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/../vm/lib.sh"
 . "$(dirname "$0")/../vm/dp-lib.sh"

@@ -2,7 +2,12 @@
 # test/vm/asan-run.sh [--native [-n HOSTS]] [t-NAME...]: the integration tests under
 # AddressSanitizer + LeakSanitizer (default: t-bringup t-p2p t-dtypes t-flood t-coll t-osc
 # t-faults t-stats), in the VM, or with --native in the native world (test/native/run.sh:
-# HOSTS hosts, default 2; usnic over kernel UDP; no VM to boot, so it is much faster).
+# HOSTS hosts, default 2; usnic over kernel UDP; no VM to boot, so it is much faster). With
+# --native nothing is installed and the VM lock is not taken: the ASan build is used from a
+# private component directory (test/vm/logs/asan/components: links to Open MPI's components,
+# usnic's replaced) that every process finds through OMPI_MCA_mca_base_component_path, which
+# the native world passes on as any environment variable; steps 1, 2 and 4 below are the
+# VM's.
 #
 #   1. takes the VM lock /tmp/usnic-vm.lock (flock; waits while another run holds it: the
 #      VM uses the component installed on the host, so nobody else may run VM tests while the
@@ -27,16 +32,17 @@ VM=$(cd "$(dirname "$0")" && pwd)
 REPO=${VM%/test/vm}
 ALOGS=$VM/logs/asan
 cd "$REPO" || exit 2
-RUNNER=("$VM/run.sh")
+RUNNER=("$VM/run.sh") NATIVE=0
 if [ "${1:-}" = --native ]; then
     shift
-    RUNNER=("$REPO/test/native/run.sh")
+    NATIVE=1 RUNNER=("$REPO/test/native/run.sh")
     if [ "${1:-}" = -n ]; then RUNNER+=(-n "${2:-}"); shift 2; fi
 fi
 [ $# -gt 0 ] || set -- t-bringup t-p2p t-dtypes t-flood t-coll t-osc t-faults t-stats
 t0=$SECONDS
 
-if [ "${USNIC_VM_LOCKED:-0}" != 1 ]; then
+# (--native installs nothing, see below: no VM lock)
+if [ "${USNIC_VM_LOCKED:-0}" != 1 ] && [ "$NATIVE" = 0 ]; then
     exec 9>/tmp/usnic-vm.lock || exit 2
     if ! flock -n 9; then
         echo "asan-run: waiting for the VM lock /tmp/usnic-vm.lock (another VM run holds it)"
@@ -54,7 +60,12 @@ ompi_path() {
 }
 OMPI_PKGLIBDIR=$(ompi_path pkglibdir) OMPI_DATADIR=$(ompi_path pkgdatadir)
 { [ -d "$OMPI_PKGLIBDIR" ] && [ -d "$OMPI_DATADIR" ]; } || { echo "asan-run: ompi_info --path failed" >&2; exit 2; }
-MK=(make -s -C standalone OMPI_INFO=true OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR" OMPI_DATADIR="$OMPI_DATADIR")
+# (and the version, which the Makefile would ask ompi_info for)
+OMPI_VERSION=$(LD_PRELOAD=$ASAN_LIB ASAN_OPTIONS=detect_leaks=0 ompi_info --parsable |
+               sed -n 's/^ompi:version:full://p')
+[ -n "$OMPI_VERSION" ] || { echo "asan-run: ompi_info gives no version" >&2; exit 2; }
+MK=(make -s -C standalone OMPI_INFO=true OMPI_VERSION="$OMPI_VERSION" OMPI_PKGLIBDIR="$OMPI_PKGLIBDIR"
+    OMPI_DATADIR="$OMPI_DATADIR")
 SAVED=$(mktemp -d /tmp/usnic-asan-saved.XXXXXX) || exit 2
 cp -p "$OMPI_PKGLIBDIR/mca_btl_usnic.so" "$SAVED/" 2>/dev/null
 restore() {
@@ -72,19 +83,45 @@ restore() {
 }
 rm -rf "$ALOGS"
 mkdir -p "$ALOGS" || exit 2
+if [ "$NATIVE" = 1 ]; then
+    # Natively every process (mpirun, its daemons, the ranks, ompi_info) inherits the
+    # environment: the ASan build is used from a private component directory (links to
+    # Open MPI's components, usnic's replaced) named by mca_base_component_path, and the
+    # component installed in Open MPI's directory is not touched.
+    rm -rf "$SAVED"
+    echo "asan-run: make -C standalone SANITIZE=address (used from $ALOGS/components)"
+    if ! "${MK[@]}" SANITIZE=address > "$ALOGS/build.log" 2>&1; then
+        cat "$ALOGS/build.log"
+        echo "asan-run: the ASan build failed"
+        exit 2
+    fi
+    mkdir -p "$ALOGS/components" || exit 2
+    for f in "$OMPI_PKGLIBDIR"/*; do
+        case ${f##*/} in mca_btl_usnic.*) ;; *) ln -s "$f" "$ALOGS/components/" ;; esac
+    done
+    cp standalone/build-asan/mca_btl_usnic.so "$ALOGS/components/" || exit 2
+    export OMPI_MCA_mca_base_component_path=$ALOGS/components
+    tvm=$SECONDS
+    USNIC_ASAN=1 "${RUNNER[@]}" "$@" | tee "$ALOGS/run.out"
+    vmrc=${PIPESTATUS[0]}
+    tvm=$((SECONDS - tvm))
+    restore() { :; }
+fi
 trap 'restore; trap - EXIT; exit 130' INT TERM
 trap restore EXIT
 
-echo "asan-run: make -C standalone SANITIZE=address install"
-if ! "${MK[@]}" SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
-    cat "$ALOGS/build.log"
-    echo "asan-run: the ASan build failed"
-    exit 2
+if [ "$NATIVE" = 0 ]; then
+    echo "asan-run: make -C standalone SANITIZE=address install"
+    if ! "${MK[@]}" SANITIZE=address install > "$ALOGS/build.log" 2>&1; then
+        cat "$ALOGS/build.log"
+        echo "asan-run: the ASan build failed"
+        exit 2
+    fi
+    tvm=$SECONDS
+    USNIC_ASAN=1 "${RUNNER[@]}" "$@" | tee "$ALOGS/run.out"
+    vmrc=${PIPESTATUS[0]}
+    tvm=$((SECONDS - tvm))
 fi
-tvm=$SECONDS
-USNIC_ASAN=1 "${RUNNER[@]}" "$@" | tee "$ALOGS/run.out"
-vmrc=${PIPESTATUS[0]}
-tvm=$((SECONDS - tvm))
 restore
 trap - EXIT INT TERM
 [ "${USNIC_VM_LOCKED:-0}" = 1 ] || exec 9>&-        # release the VM lock

@@ -1,8 +1,10 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* incast: every rank but one sends to one receiver at once (with 4 hosts x 2 ranks: 7 senders,
  * 6 of them on other hosts), every byte checked.
  *
- * For each size and each receiver R in {0, n-1} (the first and the last host), every other
- * rank sends K messages of that size to R at once. R receives them with MPI_ANY_SOURCE into
+ * For each size and each receiver R (the first rank of each host in turn, so that every host
+ * receives), every other rank sends K messages of that size to R at once. R receives them with MPI_ANY_SOURCE into
  * separate poisoned buffers with guards, posted before the senders start ("preposted") or
  * after they started ("late": most messages then wait as unexpected ones, or as rendezvous
  * requests). Receives with MPI_ANY_SOURCE match in the order they were posted, and one
@@ -178,8 +180,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int late = 0; late < 2; ++late) {
-        for (int ri = 0; ri < 2; ++ri) {
-            int recv = ri ? dp_size - 1 : 0;
+        for (int recv = 0; recv < dp_size; ++recv) {
+            if (recv > 0 && dp_host_of[recv] == dp_host_of[recv - 1]) {
+                continue;
+            }
             t = dp_now();
             for (int i = 0; i < nsizes; ++i) {
                 incast(sizes[i], recv, late);
