@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * usnic_connrogue: forger of usnic's connectivity and liveness messages (UDP), for the VM
  * tests (t-liveforge.sh). It knows no key: what it sends is what an attacker on the network

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * The connectivity and liveness channel (btl_usnic_connectivity.c): its
  * authenticator (SipHash-2-4 against the reference vectors, usnic_conn_mac)

@@ -27,6 +27,7 @@
 #      the job completes with every byte verified and no peer-unreachable message, and hostB
 #      counts the flood (num_conn_refused) and the drain budgets it used up (num_conn_budget).
 #      (This one guards the budget; the code before the fix passes it too.)
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

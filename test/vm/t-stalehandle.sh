@@ -12,6 +12,7 @@
 #     host and the operation, and counts the PUTs in num_bad_handles (statistics every second),
 #   - the job ends: the refused PUT is resent until rank 0's btl_usnic_peer_timeout (6 s) makes
 #     usnic abort with the peer-unreachable message; no hang.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/dp-lib.sh"

@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* livedead: a peer that answers liveness pings while busy, then dies silently (t-liveforge.sh).
  * Rank 0 (hostA) sends rank 1 (hostB) a 2 MiB message while rank 1 stays outside MPI for
  * BUSY seconds (argument, default 5): rank 0's data stays unacknowledged, so it pings rank 1,

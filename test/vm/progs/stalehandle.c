@@ -1,3 +1,5 @@
+/* Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ * SPDX-License-Identifier: BSD-3-Clause */
 /* A rank reuses a registration handle after its owner deregistered the memory (t-stalehandle).
  * Rank 1 registers a buffer with the usnic BTL, as osc does for a window, and gives rank 0 the
  * handle; rank 0 PUTs with it through the BTL (as osc/rdma does), which must arrive. Then rank 1
