@@ -1237,6 +1237,49 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
     return 0;
 }
 
+/* No PUT or GET of any size needs a registered local buffer, and the
+ * module says so: osc/rdma (Open MPI 4.1, 5.0) otherwise copies every PUT
+ * and GET above the thresholds through a bounce buffer of its own, which it
+ * registers with the BTL and never gives back when the window is freed. A
+ * PUT and a GET larger than a datagram, without local handles, complete. */
+USNIC_TEST(rdma_no_local_registration_needed)
+{
+    world_t *w = world_new(20, 30);
+    mca_btl_base_module_t *btl;
+    enum { N = 20000 };
+    uint8_t *src = malloc(N), *dst = calloc(1, N), *mem = calloc(1, N);
+    op_rec_t put = {0}, get = {0};
+
+    check(NULL != w && NULL != src && NULL != dst && NULL != mem);
+    for (int s = 0; s < 2; ++s) {
+        check(SIZE_MAX == w->mods[s].super.btl_put_local_registration_threshold);
+        check(SIZE_MAX == w->mods[s].super.btl_get_local_registration_threshold);
+    }
+    for (int i = 0; i < N; ++i) {
+        src[i] = (uint8_t) (i * 7 + 3);
+    }
+    check(NULL != world_register(w, SIDE_B, mem, N, MCA_BTL_REG_FLAG_ACCESS_ANY));
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_put(btl, w->ep[SIDE_A], src, (uint64_t) (uintptr_t) mem, NULL, NULL, N,
+                              0, MCA_BTL_NO_ORDER, op_cb, NULL, &put),
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(put.callbacks, 1);
+    check(0 == memcmp(mem, src, N));
+    check_int_eq(do_get(w, &get, dst, mem, N), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(get.callbacks, 1);
+    check_int_eq(get.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, src, N));
+    check_ok(rdma_idle(w));
+    world_fini(w);
+    free(src);
+    free(dst);
+    free(mem);
+    return 0;
+}
+
 /* Outstanding operations fail, once, when the peer is deleted. */
 USNIC_TEST(rdma_fail_on_del_procs)
 {
