@@ -211,21 +211,21 @@ static void lock_watch(opal_btl_usnic_module_t *module, const void *origin,
     if (8 != m->width) {
         return;
     }
+    for (i = 0; i < USNIC_EXCL_LOCKS && module->excl_locks[i].addr != m->addr; ++i) {
+    }
     if (USNIC_RDMA_CSWAP == m->kind) {
         if (0 == m->operand && OSC_LOCK_EXCLUSIVE == m->operand2 && 0 == old) {
-            i = module->excl_next++ % USNIC_EXCL_LOCKS;
+            /* (a word taken again keeps its slot: one holder per word) */
+            if (USNIC_EXCL_LOCKS == i) {
+                i = module->excl_next++ % USNIC_EXCL_LOCKS;
+            }
             module->excl_locks[i].addr = m->addr;
             module->excl_locks[i].holder = origin;
             module->excl_locks[i].self_waits = 0;
         }
         return;
     }
-    if (USNIC_AOP_ADD != m->aop) {
-        return;
-    }
-    for (i = 0; i < USNIC_EXCL_LOCKS && module->excl_locks[i].addr != m->addr; ++i) {
-    }
-    if (USNIC_EXCL_LOCKS == i || 0 == m->addr) {
+    if (USNIC_AOP_ADD != m->aop || USNIC_EXCL_LOCKS == i || 0 == m->addr) {
         return;
     }
     if (!((old + m->operand) & OSC_LOCK_EXCLUSIVE)) {

@@ -1196,6 +1196,46 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         return 1;
     }
     check_int_eq(fake_dev.fatal_calls, 0);
+    /* B releases lock[1] without an add (a swap to 0) and A takes it: A's
+     * waits on it count as A's, not B's nor a stale entry's */
+    {
+        op_rec_t sw = {0};
+        btl = &w->mods[SIDE_B].super;
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_fop(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                         NULL, NULL, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
+                                         &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(0 == lock[1]);
+        check_int_eq(do_cswap(w, &r, &lock[1], 0, EXCL_BIT, false), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == r.result);
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_cswap(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                           NULL, NULL, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(EXCL_BIT == sw.result);
+        /* B waits (shared attempts) on A's lock: never a verdict */
+        for (int i = 0; i < 1100; ++i) {
+            op_rec_t a = {0}, b = {0};
+            check_int_eq(btl->btl_atomic_fop(btl, NULL, &a.result, (uint64_t) (uintptr_t) &lock[1],
+                                             NULL, NULL, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
+                                             &a),
+                         OPAL_SUCCESS);
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], NULL,
+                                            MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
+                                            &b),
+                         OPAL_SUCCESS);
+            world_progress(w, SIDE_B);
+        }
+        check_int_eq(fake_dev.fatal_calls, 0);
+        check_int_eq(do_fop(w, &r, &lock[1], MCA_BTL_ATOMIC_ADD, EXCL_BIT, false, false),
+                     OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == lock[1]);
+    }
 
     /* A takes lock[0], releases it, takes it again: the count starts anew */
     check_int_eq(do_cswap(w, &r, &lock[0], 0, EXCL_BIT, false), OPAL_SUCCESS);
