@@ -12,7 +12,8 @@
  *   acc      MPI_Accumulate of 8 B (MPI_SUM, int64) + MPI_Win_flush
  *   fence    MPI_Win_fence epoch with one 8 B MPI_Put from each rank (own window)
  * Rank 0 is the origin; rank 1, the target, only progresses meanwhile (it waits in the
- * barrier that ends each op's iterations; the ping-pong and the fence involve both). Prints per round "osc-lat: round R rtt_us X put Y get Y ..." where every op is the
+ * barrier that ends each op's iterations; the ping-pong and the fence involve both).
+ * Prints per round "osc-lat: round R rtt_us X put Y get Y ..." where every op is the
  * ratio of its median to that round's rtt median, and at the end the median over the rounds
  * of each ratio: "osc-lat: median put Y get Y ...".
  */

@@ -1146,6 +1146,7 @@ USNIC_TEST(rdma_null_endpoint_is_self)
 static int self_wait_rounds(world_t *w, uint64_t *lock, int n, bool remote)
 {
     mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    mca_btl_base_registration_handle_t *h = remote ? NULL : HANDLE_AT(w, SIDE_A, lock);
 
     for (int i = 0; i < n; ++i) {
         op_rec_t r = {0}, back = {0};
@@ -1159,10 +1160,10 @@ static int self_wait_rounds(world_t *w, uint64_t *lock, int n, bool remote)
         } else {
             world_run_as(w, SIDE_A);
             check_int_eq(btl->btl_atomic_fop(btl, NULL, &r.result, (uint64_t) (uintptr_t) lock,
-                                             NULL, NULL, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb,
+                                             NULL, h, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb,
                                              NULL, &r),
                          OPAL_SUCCESS);
-            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) lock, NULL,
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) lock, h,
                                             MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
                                             &back),
                          OPAL_SUCCESS);
@@ -1177,18 +1178,20 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
 {
     world_t *w = world_new(20, 30);
     static uint64_t lock[2], mine[1];
+    mca_btl_base_registration_handle_t *hb1;
     mca_btl_base_module_t *btl;
     op_rec_t r = {0};
 
     check(NULL != w);
     check(NULL != world_register(w, SIDE_B, lock, sizeof(lock), MCA_BTL_REG_FLAG_ACCESS_ANY));
     check(NULL != world_register(w, SIDE_A, mine, sizeof(mine), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    hb1 = HANDLE_AT(w, SIDE_B, &lock[1]);
 
     /* B holds lock[1] itself; A waits for it: no verdict however long */
     btl = &w->mods[SIDE_B].super;
     world_run_as(w, SIDE_B);
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) &lock[1],
-                                       NULL, NULL, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
+                                       NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
                  OPAL_SUCCESS);
     world_progress(w, SIDE_B);
     check(0 == r.result && EXCL_BIT == lock[1]);
@@ -1203,7 +1206,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         btl = &w->mods[SIDE_B].super;
         world_run_as(w, SIDE_B);
         check_int_eq(btl->btl_atomic_fop(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
-                                         NULL, NULL, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
+                                         NULL, hb1, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
                                          &sw),
                      OPAL_SUCCESS);
         world_progress(w, SIDE_B);
@@ -1213,7 +1216,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         check(0 == r.result);
         world_run_as(w, SIDE_B);
         check_int_eq(btl->btl_atomic_cswap(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
-                                           NULL, NULL, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
+                                           NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
                      OPAL_SUCCESS);
         world_progress(w, SIDE_B);
         check(EXCL_BIT == sw.result);
@@ -1221,10 +1224,10 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         for (int i = 0; i < 1100; ++i) {
             op_rec_t a = {0}, b = {0};
             check_int_eq(btl->btl_atomic_fop(btl, NULL, &a.result, (uint64_t) (uintptr_t) &lock[1],
-                                             NULL, NULL, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
+                                             NULL, hb1, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
                                              &a),
                          OPAL_SUCCESS);
-            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], NULL,
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], hb1,
                                             MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
                                             &b),
                          OPAL_SUCCESS);
@@ -1265,7 +1268,8 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
     btl = &w->mods[SIDE_A].super;
     world_run_as(w, SIDE_A);
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) mine, NULL,
-                                       NULL, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
+                                       HANDLE_AT(w, SIDE_A, mine), 0, EXCL_BIT, 0, 0, op_cb,
+                                       NULL, &r),
                  OPAL_SUCCESS);
     world_progress(w, SIDE_A);
     if (0 != self_wait_rounds(w, mine, 1000, false)) {
@@ -1301,7 +1305,8 @@ USNIC_TEST(rdma_no_local_registration_needed)
     check(NULL != world_register(w, SIDE_B, mem, N, MCA_BTL_REG_FLAG_ACCESS_ANY));
     btl = &w->mods[SIDE_A].super;
     world_run_as(w, SIDE_A);
-    check_int_eq(btl->btl_put(btl, w->ep[SIDE_A], src, (uint64_t) (uintptr_t) mem, NULL, NULL, N,
+    check_int_eq(btl->btl_put(btl, w->ep[SIDE_A], src, (uint64_t) (uintptr_t) mem, NULL,
+                              HANDLE_AT(w, SIDE_B, mem), N,
                               0, MCA_BTL_NO_ORDER, op_cb, NULL, &put),
                  OPAL_SUCCESS);
     check_int_eq(world_run(w, 20000, true), WORLD_QUIET);

@@ -103,7 +103,8 @@ int main(int argc, char **argv)
             }
             /* someone else appended here: move on to the element it appended */
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, tail_rank, 0, win);
-            MPI_Get(&next, sizeof(next), MPI_BYTE, tail_rank, tail_disp, sizeof(next), MPI_BYTE, win);
+            MPI_Get(&next, sizeof(next), MPI_BYTE, tail_rank, tail_disp, sizeof(next), MPI_BYTE,
+                    win);
             MPI_Win_unlock(tail_rank, win);
             if (next.next_rank != old || next.next_rank < 0 || next.next_rank >= dp_size) {
                 dp_fail("element %d:%#lx: compare-and-swap returned next rank %d, get %d",
