@@ -266,6 +266,13 @@ int opal_btl_usnic_component_register(void)
     base->btl_put_alignment = 0;
     base->btl_get_limit = USNIC_RDMA_MAX_GET;
     base->btl_get_alignment = 0;
+    /* No size of PUT or GET needs its local buffer registered (usnic copies
+     * it): osc/rdma then hands over the user's buffer instead of copying it
+     * through a bounce buffer of its own, which it registers with the BTL
+     * and, in Open MPI 4.1 and 5.0, never returns when the window is freed
+     * (32 KiB lost per window that did a PUT or GET). */
+    base->btl_put_local_registration_threshold = SIZE_MAX;
+    base->btl_get_local_registration_threshold = SIZE_MAX;
     if (OPAL_SUCCESS != mca_btl_base_param_register(&usnic_component.super.btl_version, base)) {
         return OPAL_ERROR;
     }

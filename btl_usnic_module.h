@@ -139,6 +139,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t rx_spare_size;
 
     /* emulated GET and atomics (btl_usnic_rdma.c) */
+#define USNIC_EXCL_LOCKS 16
     opal_free_list_t rdma_op_fl;
     opal_pointer_array_t rdma_ops;  /* outstanding requests, by id */
     uint32_t rdma_serial;
@@ -154,6 +155,14 @@ typedef struct opal_btl_usnic_module_t {
     bool rdma_work;                 /* one of the two lists is not empty */
     bool rdma_refused_shown;
     bool bad_handle_shown;          /* the "bad registration handle" help message */
+    /* exclusive locks taken by compare-and-swap on this process's memory,
+     * and who holds them (btl_usnic_rdma.c: lock_watch) */
+    struct {
+        uint64_t addr;
+        const void *holder;
+        uint32_t self_waits;
+    } excl_locks[USNIC_EXCL_LOCKS];
+    unsigned excl_next;
 
     uint16_t isn;
     usnic_modex_addr_t local_addr;

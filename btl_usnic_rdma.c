@@ -108,6 +108,8 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     module->rdma_refused_shown = false;
     module->bad_handle_shown = false;
     module->rdma_work = false;
+    memset(module->excl_locks, 0, sizeof(module->excl_locks));
+    module->excl_next = 0;
 }
 
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
@@ -182,6 +184,65 @@ static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
 }
 
 /* ------------------------------------------------------------------ */
+/* a process waiting for a lock it holds itself                        */
+
+/* osc/rdma's lock word: this bit set is "held exclusively". */
+#define OSC_LOCK_EXCLUSIVE (1ULL << 63)
+/* Shared-lock attempts by the holder of the exclusive lock before the job
+ * is ended: a few backoffs of a healthy program never come from the
+ * holder itself, so one would do; more keep it to a pattern that lasts. */
+#define SELF_WAITS_FATAL 1000
+
+/* Open MPI 4.1.0-4.1.4's osc/rdma looks up a peer's dynamic-window region
+ * (MPI_Win_create_dynamic) holding the peer's region lock exclusively
+ * (compare-and-swap 0 -> exclusive bit) and then, to refresh its copy of
+ * the regions, asks for the same lock shared (fetch-and-add 1; on seeing
+ * the exclusive bit, add -1 and try again): it waits for itself forever,
+ * whenever a process of another host is in the window (fixed in 4.1.5).
+ * Every atomic on this process's memory passes here (origin: the
+ * endpoint, or the module for this process itself): an origin that asks
+ * again and again for a lock it holds exclusively ends the job with a
+ * message that names the cause, rather than hang. */
+static void lock_watch(opal_btl_usnic_module_t *module, const void *origin,
+                       const usnic_rdma_msg_t *m, uint64_t old, const char *who)
+{
+    unsigned i;
+
+    if (8 != m->width) {
+        return;
+    }
+    for (i = 0; i < USNIC_EXCL_LOCKS && module->excl_locks[i].addr != m->addr; ++i) {
+    }
+    if (USNIC_RDMA_CSWAP == m->kind) {
+        if (0 == m->operand && OSC_LOCK_EXCLUSIVE == m->operand2 && 0 == old) {
+            /* (a word taken again keeps its slot: one holder per word) */
+            if (USNIC_EXCL_LOCKS == i) {
+                i = module->excl_next++ % USNIC_EXCL_LOCKS;
+            }
+            module->excl_locks[i].addr = m->addr;
+            module->excl_locks[i].holder = origin;
+            module->excl_locks[i].self_waits = 0;
+        }
+        return;
+    }
+    if (USNIC_AOP_ADD != m->aop || USNIC_EXCL_LOCKS == i || 0 == m->addr) {
+        return;
+    }
+    if (!((old + m->operand) & OSC_LOCK_EXCLUSIVE)) {
+        module->excl_locks[i].addr = 0;         /* released */
+    } else if (USNIC_RDMA_FOP == m->kind && (old & OSC_LOCK_EXCLUSIVE) &&
+               0 < (int64_t) m->operand && module->excl_locks[i].holder == origin &&
+               SELF_WAITS_FATAL == ++module->excl_locks[i].self_waits) {
+        opal_btl_usnic_show_fatal("osc waits for itself", opal_process_info.nodename,
+                                  module->dev_name, who, (unsigned long long) m->addr,
+                                  SELF_WAITS_FATAL);
+        snprintf(module->fatal_cause, sizeof(module->fatal_cause),
+                 "a one-sided lock waits for its own holder");
+        opal_btl_usnic_module_fatal(module, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* initiator                                                           */
 
 static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op, int status);
@@ -243,6 +304,7 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
         memcpy(local, target, len);
     } else {
         uint64_t old = usnic_rdma_atomic(target, m);
+        lock_watch(module, module, m, old, "this process itself");
         if (USNIC_RDMA_AOP == m->kind || NULL == local) {
             /* nothing to return */
         } else if (4 == m->width) {
@@ -621,6 +683,7 @@ static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep
         memcpy(buf + sizeof(r), (const void *) (uintptr_t) m->addr, n);
     } else {
         r.operand = usnic_rdma_atomic((void *) (uintptr_t) m->addr, m);
+        lock_watch(module, ep, m, r.operand, ep->proc->hostname);
     }
     memcpy(buf, &r, sizeof(r));
     ++module->stats.num_rdma_served;

@@ -1134,6 +1134,197 @@ USNIC_TEST(rdma_null_endpoint_is_self)
     return 0;
 }
 
+/* Open MPI 4.1.4's osc/rdma on a dynamic window: an origin holds a lock
+ * word exclusively (compare-and-swap 0 -> bit 63) and then asks for it
+ * shared (fetch-and-add 1, seeing bit 63: add -1, again) forever.  The
+ * target ends the job with a message after SELF_WAITS_FATAL such attempts
+ * (1000), remote or on its own memory; a process that waits for a lock
+ * another one holds waits on, and a lock released and taken again counts
+ * afresh. */
+#define EXCL_BIT (1ULL << 63)
+
+static int self_wait_rounds(world_t *w, uint64_t *lock, int n, bool remote)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    mca_btl_base_registration_handle_t *h = remote ? NULL : HANDLE_AT(w, SIDE_A, lock);
+
+    for (int i = 0; i < n; ++i) {
+        op_rec_t r = {0}, back = {0};
+        if (remote) {
+            check_int_eq(do_fop(w, &r, lock, MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+            check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+            check(r.result & EXCL_BIT);
+            check_int_eq(do_fop(w, &back, lock, MCA_BTL_ATOMIC_ADD, (uint64_t) -1, false, false),
+                         OPAL_SUCCESS);
+            check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        } else {
+            world_run_as(w, SIDE_A);
+            check_int_eq(btl->btl_atomic_fop(btl, NULL, &r.result, (uint64_t) (uintptr_t) lock,
+                                             NULL, h, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb,
+                                             NULL, &r),
+                         OPAL_SUCCESS);
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) lock, h,
+                                            MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
+                                            &back),
+                         OPAL_SUCCESS);
+            world_progress(w, SIDE_A);
+            check(r.result & EXCL_BIT);
+        }
+    }
+    return 0;
+}
+
+USNIC_TEST(rdma_lock_self_wait_ends_job)
+{
+    world_t *w = world_new(20, 30);
+    static uint64_t lock[2], mine[1];
+    mca_btl_base_registration_handle_t *hb1;
+    mca_btl_base_module_t *btl;
+    op_rec_t r = {0};
+
+    check(NULL != w);
+    check(NULL != world_register(w, SIDE_B, lock, sizeof(lock), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    check(NULL != world_register(w, SIDE_A, mine, sizeof(mine), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    hb1 = HANDLE_AT(w, SIDE_B, &lock[1]);
+
+    /* B holds lock[1] itself; A waits for it: no verdict however long */
+    btl = &w->mods[SIDE_B].super;
+    world_run_as(w, SIDE_B);
+    check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) &lock[1],
+                                       NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
+                 OPAL_SUCCESS);
+    world_progress(w, SIDE_B);
+    check(0 == r.result && EXCL_BIT == lock[1]);
+    if (0 != self_wait_rounds(w, &lock[1], 1100, true)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 0);
+    /* B releases lock[1] without an add (a swap to 0) and A takes it: A's
+     * waits on it count as A's, not B's nor a stale entry's */
+    {
+        op_rec_t sw = {0};
+        btl = &w->mods[SIDE_B].super;
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_fop(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                         NULL, hb1, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
+                                         &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(0 == lock[1]);
+        check_int_eq(do_cswap(w, &r, &lock[1], 0, EXCL_BIT, false), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == r.result);
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_cswap(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                           NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(EXCL_BIT == sw.result);
+        /* B waits (shared attempts) on A's lock: never a verdict */
+        for (int i = 0; i < 1100; ++i) {
+            op_rec_t a = {0}, b = {0};
+            check_int_eq(btl->btl_atomic_fop(btl, NULL, &a.result, (uint64_t) (uintptr_t) &lock[1],
+                                             NULL, hb1, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
+                                             &a),
+                         OPAL_SUCCESS);
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], hb1,
+                                            MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
+                                            &b),
+                         OPAL_SUCCESS);
+            world_progress(w, SIDE_B);
+        }
+        check_int_eq(fake_dev.fatal_calls, 0);
+        check_int_eq(do_fop(w, &r, &lock[1], MCA_BTL_ATOMIC_ADD, EXCL_BIT, false, false),
+                     OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == lock[1]);
+    }
+
+    /* A takes lock[0], releases it, takes it again: the count starts anew */
+    check_int_eq(do_cswap(w, &r, &lock[0], 0, EXCL_BIT, false), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check(0 == r.result);
+    if (0 != self_wait_rounds(w, &lock[0], 999, true)) {
+        return 1;
+    }
+    check_int_eq(do_fop(w, &r, &lock[0], MCA_BTL_ATOMIC_ADD, EXCL_BIT, false, false),
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check(0 == lock[0]);
+    check_int_eq(do_cswap(w, &r, &lock[0], 0, EXCL_BIT, false), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    if (0 != self_wait_rounds(w, &lock[0], 999, true)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 0);
+    /* the 1000th attempt of the holder: the target ends the job (and is
+     * dead for the rest of the test) */
+    check_int_eq(do_fop(w, &r, &lock[0], MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+    (void) world_run(w, 1000, true);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_B]);
+
+    /* the same on a process's own memory (NULL endpoint) */
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) mine, NULL,
+                                       HANDLE_AT(w, SIDE_A, mine), 0, EXCL_BIT, 0, 0, op_cb,
+                                       NULL, &r),
+                 OPAL_SUCCESS);
+    world_progress(w, SIDE_A);
+    if (0 != self_wait_rounds(w, mine, 1000, false)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 2);
+    check(fake_dev.fatal_module == &w->mods[SIDE_A]);
+    world_fini(w);
+    return 0;
+}
+
+/* No PUT or GET of any size needs a registered local buffer, and the
+ * module says so: osc/rdma (Open MPI 4.1, 5.0) otherwise copies every PUT
+ * and GET above the thresholds through a bounce buffer of its own, which it
+ * registers with the BTL and never gives back when the window is freed. A
+ * PUT and a GET larger than a datagram, without local handles, complete. */
+USNIC_TEST(rdma_no_local_registration_needed)
+{
+    world_t *w = world_new(20, 30);
+    mca_btl_base_module_t *btl;
+    enum { N = 20000 };
+    uint8_t *src = malloc(N), *dst = calloc(1, N), *mem = calloc(1, N);
+    op_rec_t put = {0}, get = {0};
+
+    check(NULL != w && NULL != src && NULL != dst && NULL != mem);
+    for (int s = 0; s < 2; ++s) {
+        check(SIZE_MAX == w->mods[s].super.btl_put_local_registration_threshold);
+        check(SIZE_MAX == w->mods[s].super.btl_get_local_registration_threshold);
+    }
+    for (int i = 0; i < N; ++i) {
+        src[i] = (uint8_t) (i * 7 + 3);
+    }
+    check(NULL != world_register(w, SIDE_B, mem, N, MCA_BTL_REG_FLAG_ACCESS_ANY));
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_put(btl, w->ep[SIDE_A], src, (uint64_t) (uintptr_t) mem, NULL,
+                              HANDLE_AT(w, SIDE_B, mem), N,
+                              0, MCA_BTL_NO_ORDER, op_cb, NULL, &put),
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(put.callbacks, 1);
+    check(0 == memcmp(mem, src, N));
+    check_int_eq(do_get(w, &get, dst, mem, N), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(get.callbacks, 1);
+    check_int_eq(get.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, src, N));
+    check_ok(rdma_idle(w));
+    world_fini(w);
+    free(src);
+    free(dst);
+    free(mem);
+    return 0;
+}
+
 /* Outstanding operations fail, once, when the peer is deleted. */
 USNIC_TEST(rdma_fail_on_del_procs)
 {
