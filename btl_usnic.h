@@ -79,6 +79,22 @@ typedef struct {
     opal_btl_usnic_if_filter_entry_t *entries;
 } opal_btl_usnic_if_filter_t;
 
+/* Registrations by slot.  A handle names a slot and the random key of its
+ * registration; deregistration empties the slot, and its next
+ * registration gets a new key, so a stale handle matches nothing. */
+typedef struct opal_btl_usnic_regs_t {
+    struct {
+        uint64_t key;
+        struct opal_btl_usnic_put_target_t *t;      /* NULL: free */
+    } *slot;
+    uint32_t size;              /* slots allocated */
+    uint32_t used;              /* slots handed out so far: [0, used) */
+    uint32_t *free_slots;       /* emptied slots, to be used again (size long) */
+    uint32_t nfree;
+    uint64_t keys[32];          /* from getrandom, not yet handed out */
+    uint32_t nkeys;
+} opal_btl_usnic_regs_t;
+
 typedef struct opal_btl_usnic_component_t {
     mca_btl_base_component_t super;
 
@@ -89,9 +105,11 @@ typedef struct opal_btl_usnic_component_t {
     /* all remote procs known to any module */
     opal_list_t procs;
 
-    /* memory registered as a PUT target (btl_register_mem); emulated PUTs
-     * may only write inside these */
-    opal_list_t put_targets;
+    /* memory registered with btl_register_mem, by slot: PUTs, GETs and
+     * atomics of peers reach only what their handle names (regs points at
+     * reg_table; the unit tests' two processes in one binary swap it) */
+    struct opal_btl_usnic_regs_t *regs;
+    struct opal_btl_usnic_regs_t reg_table;
 
     /* serializes the BTL when the process uses threads (btl_usnic_thread.c) */
     opal_recursive_mutex_t lock;
@@ -102,6 +120,9 @@ typedef struct opal_btl_usnic_component_t {
     /* per-process queue key from getrandom(), published in the modex and
      * never printed: whoever knows it can send to our queue pairs */
     uint32_t qkey;
+    /* per-process key of the connectivity messages to this process, the
+     * same way from getrandom to the modex and nowhere else */
+    uint32_t conn_key[4];
 
     /* progress passes so far; ACK delays count in these */
     uint64_t progress_ticks;
@@ -200,13 +221,19 @@ static inline double opal_btl_usnic_now_us(void)
 /* Receive window: how far ahead of the next expected sequence a segment
  * is accepted (one bit each).  Bounds any peer's send window. */
 #define USNIC_WINDOW_SIZE 4096
-/* Default of btl_usnic_max_send_window, the largest send window.  256
- * segments of an MTU keep more than a bandwidth-delay product in flight on a
- * LAN; a larger window helps where ACKs come back late (a receiver that
- * waits for a CPU) and costs 8 bytes of send table per slot and peer. */
-#define USNIC_TX_WINDOW_MAX 256
+/* Default of btl_usnic_max_send_window, the largest send window: as far
+ * as the receive window reaches.  The window starts at
+ * USNIC_TX_WINDOW_INIT and follows the path's bandwidth-delay product
+ * below this and the peer's buffers; its send table is pooled, held only
+ * while segments are in flight, so a large window costs no memory per
+ * peer. */
+#define USNIC_TX_WINDOW_MAX USNIC_WINDOW_SIZE
 /* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64
+/* Send tables: USNIC_TX_TABLE_MIN << class slots, for classes up to the
+ * receive window's size. */
+#define USNIC_TX_TABLE_MIN 64
+#define USNIC_TX_TABLE_CLASSES 7
 
 /* Register all MCA parameters; defined in btl_usnic_mca.c. */
 int opal_btl_usnic_component_register(void);

@@ -581,10 +581,6 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         return OPAL_ERR_RESOURCE_BUSY;
     }
     /* A small frag without a call (as frag_alloc makes it). */
-    if (OPAL_UNLIKELY(!endpoint->tx_ready) &&
-        OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint)) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
     frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -622,28 +618,34 @@ static int usnic_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoi
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     opal_btl_usnic_send_frag_t *frag;
-    (void) remote_handle;
+    usnic_reg_ref_t ref;
     (void) flags;
     (void) order;
 
     if (OPAL_UNLIKELY(0 == remote_address || size > UINT32_MAX)) {
         return OPAL_ERR_BAD_PARAM;
     }
+    opal_btl_usnic_reg_ref(&ref, remote_handle);
     if (OPAL_UNLIKELY(NULL == endpoint)) {
         /* osc/rdma 4.1 addresses this process itself so (btl_usnic_rdma.c) */
         return opal_btl_usnic_rdma_local_put(module, local_address, remote_address, size,
-                                             local_handle, cbfunc, cbcontext, cbdata);
+                                             local_handle, &ref, cbfunc, cbcontext, cbdata);
     }
     if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
         return OPAL_ERR_UNREACH;
     }
-    frag = opal_btl_usnic_frag_alloc(module, endpoint, size);
+    /* (a PUT in one datagram carries the reference in front of its data) */
+    frag = opal_btl_usnic_frag_alloc(module, endpoint, sizeof(ref) + size);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     if (USNIC_FRAG_SMALL == frag->type) {
-        memcpy(frag->seg.payload, local_address, size);
+        memcpy(frag->seg.payload, &ref, sizeof(ref));
+        memcpy(frag->seg.payload + sizeof(ref), local_address, size);
     } else {
+        /* (every chunk carries it: send_next_chunk) */
+        frag->size = size;
+        frag->put_ref = ref;
         frag->segs[0].seg_len = 0;
         frag->segs[1].seg_addr.pval = local_address;
         frag->segs[1].seg_len = size;
@@ -664,6 +666,87 @@ static int usnic_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoi
 
 OBJ_CLASS_INSTANCE(opal_btl_usnic_put_target_t, opal_list_item_t, NULL, NULL);
 
+void opal_btl_usnic_regs_init(opal_btl_usnic_regs_t *regs)
+{
+    memset(regs, 0, sizeof(*regs));
+}
+
+void opal_btl_usnic_regs_fini(opal_btl_usnic_regs_t *regs)
+{
+    /* (registrations nobody released: as the modules are gone, only memory) */
+    for (uint32_t i = 0; i < regs->used; ++i) {
+        if (NULL != regs->slot[i].t) {
+            OBJ_RELEASE(regs->slot[i].t);
+        }
+    }
+    free(regs->slot);
+    free(regs->free_slots);
+    /* (unused keys must not outlive the table in memory) */
+    opal_btl_usnic_regs_init(regs);
+}
+
+/* A key never handed out at that slot before, never 0; false if the
+ * operating system gives no random numbers. */
+static bool new_key(opal_btl_usnic_regs_t *regs, uint64_t old, uint64_t *key)
+{
+    do {
+        if (0 == regs->nkeys) {
+            int err = opal_btl_usnic_random(regs->keys, sizeof(regs->keys));
+            if (0 != err) {
+                opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                               opal_process_info.nodename, "(all devices)",
+                               "the key of a memory registration", strerror(err));
+                return false;
+            }
+            regs->nkeys = sizeof(regs->keys) / sizeof(regs->keys[0]);
+        }
+        *key = regs->keys[--regs->nkeys];
+        regs->keys[regs->nkeys] = 0;
+    } while (0 == *key || old == *key);
+    return true;
+}
+
+/* Put t into a free slot of the table with a new key: its handle. */
+static bool reg_insert(opal_btl_usnic_regs_t *regs, opal_btl_usnic_put_target_t *t)
+{
+    uint32_t i;
+
+    if (regs->nfree > 0) {
+        i = regs->free_slots[regs->nfree - 1];
+    } else {
+        if (regs->used == regs->size) {
+            uint32_t n = 0 == regs->size ? 64 : 2 * regs->size;
+            void *slot = realloc(regs->slot, n * sizeof(*regs->slot));
+            if (NULL == slot) {
+                return false;
+            }
+            regs->slot = slot;
+            slot = realloc(regs->free_slots, n * sizeof(*regs->free_slots));
+            if (NULL == slot) {
+                return false;
+            }
+            regs->free_slots = slot;
+            regs->size = n;
+        }
+        i = regs->used;
+        regs->slot[i].key = 0;
+        regs->slot[i].t = NULL;
+    }
+    if (!new_key(regs, regs->slot[i].key, &t->handle.key)) {
+        return false;
+    }
+    if (regs->nfree > 0) {
+        --regs->nfree;
+    } else {
+        ++regs->used;
+    }
+    t->handle.index = i;
+    t->handle.pad = 0;
+    regs->slot[i].key = t->handle.key;
+    regs->slot[i].t = t;
+    return true;
+}
+
 static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_module_t *btl,
                                                               mca_btl_base_endpoint_t *endpoint,
                                                               void *base, size_t size,
@@ -676,10 +759,13 @@ static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_modul
         return NULL;
     }
     t->flags = flags;
-    t->handle.base = (uint64_t)(uintptr_t) base;
-    t->handle.len = size;
+    t->base = (uint64_t)(uintptr_t) base;
+    t->len = size;
+    if (!reg_insert(usnic_component.regs, t)) {
+        OBJ_RELEASE(t);
+        return NULL;
+    }
     opal_btl_usnic_rdma_zcopy_register((opal_btl_usnic_module_t *) btl, t);
-    opal_list_append(&usnic_component.put_targets, &t->super);
     return &t->handle;
 }
 
@@ -688,10 +774,13 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
 {
     opal_btl_usnic_put_target_t *t = usnic_container_of(handle, opal_btl_usnic_put_target_t,
                                                         handle);
+    opal_btl_usnic_regs_t *regs = usnic_component.regs;
     (void) btl;
 
-    opal_btl_usnic_rdma_memory_gone(t->handle.base, t->handle.len);
-    opal_list_remove_item(&usnic_component.put_targets, &t->super);
+    /* Revoked: the slot is empty, and its next registration gets another key. */
+    regs->slot[handle->index].t = NULL;
+    regs->free_slots[regs->nfree++] = handle->index;
+    opal_btl_usnic_rdma_memory_gone(t->base, t->len);
     if (t->senders > 0) {
         /* the device may still read it for sends posted before */
         t->gone = true;
@@ -701,23 +790,6 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
     opal_btl_usnic_rdma_zcopy_unregister(t);
     OBJ_RELEASE(t);
     return OPAL_SUCCESS;
-}
-
-bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len)
-{
-    return opal_btl_usnic_mem_ok(addr, len, MCA_BTL_REG_FLAG_REMOTE_WRITE);
-}
-
-bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access)
-{
-    opal_btl_usnic_put_target_t *t;
-
-    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if ((t->flags & access) && opal_btl_usnic_target_covers(t, addr, len)) {
-            return true;
-        }
-    }
-    return false;
 }
 
 static int usnic_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb)

@@ -89,7 +89,8 @@ static int usnic_component_open(void)
                                                      : &opal_btl_usnic_verbs_ops;
     c->reachable_ready = false;
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
-    OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
+    opal_btl_usnic_regs_init(&c->reg_table);
+    c->regs = &c->reg_table;
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     add_help_dir();
 
@@ -109,7 +110,7 @@ static int usnic_component_close(void)
         c->reachable_ready = false;
     }
     OPAL_LIST_DESTRUCT(&c->procs);
-    OPAL_LIST_DESTRUCT(&c->put_targets);
+    opal_btl_usnic_regs_fini(&c->reg_table);
     OBJ_DESTRUCT(&c->lock);
     for (int i = 0; i < c->num_contexts; ++i) {
         c->dev_ops->close(c->contexts[i].dev);
@@ -280,6 +281,15 @@ static bool init_identity(opal_btl_usnic_component_t *c)
         }
         c->qkey &= 0x7fffffffu;     /* high bit: controlled Q_Keys */
     } while (0 == c->qkey);
+    {
+        int err = opal_btl_usnic_random(c->conn_key, sizeof(c->conn_key));
+        if (0 != err) {
+            opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
+                           opal_process_info.nodename, "(all devices)",
+                           "the key of the connectivity messages", strerror(err));
+            return false;
+        }
+    }
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     c->progress_stamp_us = (int64_t)(c->coarse_time * 1e6);
     /* Test contract (docs/tests.md, "Test contracts"): t-rogue parses this line's fields. */

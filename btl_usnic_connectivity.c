@@ -39,6 +39,10 @@
 #define USNIC_CONN_HDR_ROOM 68
 #define USNIC_CONN_SMALL sizeof(usnic_conn_msg_t)
 #define USNIC_CONN_BUF_SIZE 65536
+/* Datagrams drained per wake-up of the progress thread: a flood on the
+ * socket gives the thread's other events their turn (the event stays
+ * readable, the drain goes on at the next wake-up). */
+#define USNIC_CONN_DRAIN_BUDGET 64
 /* IPv4, UDP, BTH, DETH and ICRC around a RoCE v2 UD payload. */
 #define USNIC_ROCE_V2_OVERHEAD (20 + 8 + 12 + 8 + 4)
 
@@ -49,6 +53,8 @@ typedef struct {
     opal_proc_t *peer_proc;
     struct sockaddr_in peer;
     uint32_t sizes[2];               /* small, large */
+    uint64_t nonces[2];              /* of the pings of each size, from getrandom */
+    uint32_t key[4];                 /* the peer's (it authenticates pings and ACKs) */
     bool acked[2];
     int rounds;
     bool cancelled;
@@ -61,6 +67,9 @@ struct opal_btl_usnic_live_t {
     opal_list_item_t super;
     opal_btl_usnic_module_t *module;
     struct sockaddr_in peer;
+    uint32_t key[4];                 /* the peer's */
+    uint64_t nonce_sent;             /* of the last ping (under conn_lock) */
+    uint64_t nonce_answered;         /* of the last answer counted (under conn_lock) */
     bool listed;                     /* on conn_live (under conn_lock) */
     volatile int64_t answer_us;      /* the last answer, monotonic */
     volatile int64_t busy_us;        /* the last answer from a peer outside progress */
@@ -77,18 +86,24 @@ static bool conn_checks_ready = false;
 static usnic_conn_check_t *conn_failure = NULL;
 
 /* A PING is sent padded to its size; every other message is a bare header
- * (an ACK names the size of the PING it answers).  Returns 0 or the errno
- * of sendto. */
-static int send_msg(int fd, const struct sockaddr_in *to, uint8_t type, uint32_t size, void *buf)
+ * (an ACK names the size of the PING it answers), authenticated under key
+ * (the pinged process's).  Returns 0 or the errno of sendto. */
+static int send_msg(opal_btl_usnic_module_t *module, const struct sockaddr_in *to, uint8_t type,
+                    uint32_t size, uint64_t nonce, const uint32_t key[4], void *buf)
 {
     usnic_conn_msg_t *m = buf;
     size_t len = USNIC_CONN_PING == type ? size : sizeof(*m);
+    int fd = module->conn_fd;
 
     memset(buf, 0, len);
     m->magic = USNIC_CONN_PING == type || USNIC_CONN_LIVE_PING == type ? USNIC_CONN_MAGIC_PING
                                                                        : USNIC_CONN_MAGIC_ACK;
     m->type = type;
     m->size = size;
+    m->nonce = nonce;
+    m->mac = usnic_conn_mac(key, m, module->if_ipv4,
+                            htons((uint16_t) module->local_addr.connectivity_udp_port),
+                            to->sin_addr.s_addr, to->sin_port);
     /* Losses (full socket buffer, EPERM under load) simply show up as
      * missing ACKs and are retried. */
     if (sendto(fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *) to, sizeof(*to)) < 0) {
@@ -131,10 +146,10 @@ static void send_pings(usnic_conn_check_t *c)
 {
     for (int i = 0; i < 2; ++i) {
         if (!c->acked[i]) {
-            int err = send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[i],
-                               c->module->conn_send_buf);
+            int err = send_msg(c->module, &c->peer, USNIC_CONN_PING, c->sizes[i], c->nonces[i],
+                               c->key, c->module->conn_send_buf);
             if (1 == i && EMSGSIZE == err && fit_local_path_mtu(c)) {
-                send_msg(c->module->conn_fd, &c->peer, USNIC_CONN_PING, c->sizes[1],
+                send_msg(c->module, &c->peer, USNIC_CONN_PING, c->sizes[1], c->nonces[1], c->key,
                          c->module->conn_send_buf);
             }
         }
@@ -190,74 +205,165 @@ static void start_cb(int fd, short flags, void *arg)
     pthread_mutex_unlock(&conn_lock);
 }
 
-/* Datagrams on a module's socket: answer PINGs, record ACKs. */
+/* Whether m came from from under key (the pinged process's) to this module. */
+static bool authentic(opal_btl_usnic_module_t *module, const usnic_conn_msg_t *m,
+                      const uint32_t key[4], const struct sockaddr_in *from)
+{
+    return m->mac == usnic_conn_mac(key, m, from->sin_addr.s_addr, from->sin_port,
+                                    module->if_ipv4,
+                                    htons((uint16_t) module->local_addr.connectivity_udp_port));
+}
+
+static inline uint64_t peer_key(uint32_t ip, uint16_t port)
+{
+    return (uint64_t) ip << 16 | port;
+}
+
+void opal_btl_usnic_connectivity_add_peer(opal_btl_usnic_module_t *module, uint32_t ip,
+                                          uint16_t port)
+{
+    void *count = NULL;
+
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        (void) opal_hash_table_get_value_uint64(module->conn_peers, peer_key(ip, port), &count);
+        (void) opal_hash_table_set_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                (void *) ((uintptr_t) count + 1));
+    }
+    pthread_mutex_unlock(&conn_lock);
+}
+
+void opal_btl_usnic_connectivity_remove_peer(opal_btl_usnic_module_t *module, uint32_t ip,
+                                             uint16_t port)
+{
+    void *count = NULL;
+
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers &&
+        OPAL_SUCCESS == opal_hash_table_get_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                         &count)) {
+        if ((uintptr_t) count > 1) {
+            (void) opal_hash_table_set_value_uint64(module->conn_peers, peer_key(ip, port),
+                                                    (void *) ((uintptr_t) count - 1));
+        } else {
+            (void) opal_hash_table_remove_value_uint64(module->conn_peers, peer_key(ip, port));
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+}
+
+/* A PING or LIVE_PING: answered only if it comes from a peer's checker
+ * socket and is authentic under this process's key (only the job's
+ * processes have it: the modex); else counted. */
+static void answer(opal_btl_usnic_module_t *module, const usnic_conn_msg_t *m, ssize_t n,
+                   const struct sockaddr_in *from)
+{
+    usnic_conn_msg_t reply;
+    uint32_t size = m->size;
+    void *count = NULL;
+
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        (void) opal_hash_table_get_value_uint64(module->conn_peers, peer_key(from->sin_addr.s_addr,
+                                                                             from->sin_port),
+                                                &count);
+    }
+    pthread_mutex_unlock(&conn_lock);
+    /* A PING counts only if it arrived whole: that is the MTU test. */
+    if (NULL == count ||
+        !(USNIC_CONN_PING == m->type ? m->size == (uint32_t) n
+                                     : USNIC_CONN_LIVE_PING == m->type && sizeof(*m) == (size_t) n) ||
+        !authentic(module, m, usnic_component.conn_key, from)) {
+        ++module->stats.num_conn_refused;
+        return;
+    }
+    if (USNIC_CONN_LIVE_PING == m->type) {
+        int64_t idle_ms = ((int64_t) opal_btl_usnic_now_us() - usnic_component.progress_stamp_us) /
+                          1000;
+        size = idle_ms < 0 ? 0 : idle_ms > UINT32_MAX ? UINT32_MAX : (uint32_t) idle_ms;
+    }
+    send_msg(module, from, USNIC_CONN_PING == m->type ? USNIC_CONN_ACK : USNIC_CONN_LIVE_ACK, size,
+             m->nonce, usnic_component.conn_key, &reply);
+}
+
+/* An ACK or LIVE_ACK: counted only for a ping outstanding to the peer at
+ * that address, authentic under that peer's key; else counted as stray. */
+static void record(opal_btl_usnic_module_t *module, const usnic_conn_msg_t *m, ssize_t n,
+                   const struct sockaddr_in *from)
+{
+    bool counted = false;
+
+    if (sizeof(*m) != (size_t) n) {
+        ++module->stats.num_conn_stray;
+        return;
+    }
+    pthread_mutex_lock(&conn_lock);
+    if (USNIC_CONN_LIVE_ACK == m->type) {
+        opal_btl_usnic_live_t *l;
+        OPAL_LIST_FOREACH (l, &conn_live, opal_btl_usnic_live_t) {
+            if (l->module == module && l->peer.sin_addr.s_addr == from->sin_addr.s_addr &&
+                l->peer.sin_port == from->sin_port &&
+                usnic_live_nonce_ok(m->nonce, l->nonce_sent, l->nonce_answered) &&
+                authentic(module, m, l->key, from)) {
+                int64_t now = (int64_t) opal_btl_usnic_now_us();
+                l->nonce_answered = m->nonce;
+                l->answer_us = now;
+                if (m->size >= 1000 * usnic_peer_busy_idle(usnic_component.peer_timeout)) {
+                    l->busy_us = now;
+                }
+                counted = true;
+                break;
+            }
+        }
+    } else if (USNIC_CONN_ACK == m->type) {
+        usnic_conn_check_t *c;
+        OPAL_LIST_FOREACH (c, &conn_checks, usnic_conn_check_t) {
+            if (c->module == module && c->peer.sin_addr.s_addr == from->sin_addr.s_addr &&
+                c->peer.sin_port == from->sin_port && authentic(module, m, c->key, from)) {
+                for (int i = 0; i < 2; ++i) {
+                    if (m->nonce == c->nonces[i] && m->size == c->sizes[i] && !c->acked[i]) {
+                        c->acked[i] = counted = true;
+                    }
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&conn_lock);
+    if (!counted) {
+        ++module->stats.num_conn_stray;
+    }
+}
+
+/* Datagrams on a module's socket: answer pings, record answers; at most
+ * USNIC_CONN_DRAIN_BUDGET per wake-up. */
 static void recv_cb(int fd, short flags, void *arg)
 {
     opal_btl_usnic_module_t *module = arg;
     uint8_t *buf = module->conn_recv_buf;
     (void) flags;
 
-    for (;;) {
+    for (int budget = USNIC_CONN_DRAIN_BUDGET; budget > 0; --budget) {
         struct sockaddr_in from;
         socklen_t fromlen = sizeof(from);
-        usnic_conn_msg_t *m = (usnic_conn_msg_t *) buf;
+        const usnic_conn_msg_t *m = (const usnic_conn_msg_t *) buf;
         ssize_t n = recvfrom(fd, buf, USNIC_CONN_BUF_SIZE, MSG_DONTWAIT, (struct sockaddr *) &from,
                              &fromlen);
         if (n < 0) {
             return;
         }
-        if ((size_t) n < sizeof(*m) || AF_INET != from.sin_family) {
-            continue;
-        }
-        /* A PING counts only if it arrived whole: that is the MTU test. */
-        if (USNIC_CONN_MAGIC_PING == m->magic && USNIC_CONN_PING == m->type &&
-            m->size == (uint32_t) n) {
-            usnic_conn_msg_t reply;
-            send_msg(fd, &from, USNIC_CONN_ACK, m->size, &reply);
-            continue;
-        }
-        if (USNIC_CONN_MAGIC_PING == m->magic && USNIC_CONN_LIVE_PING == m->type &&
-            sizeof(*m) == (size_t) n) {
-            usnic_conn_msg_t reply;
-            int64_t idle_ms = ((int64_t) opal_btl_usnic_now_us() -
-                               usnic_component.progress_stamp_us) / 1000;
-            send_msg(fd, &from, USNIC_CONN_LIVE_ACK,
-                     idle_ms < 0 ? 0 : idle_ms > UINT32_MAX ? UINT32_MAX : (uint32_t) idle_ms,
-                     &reply);
-            continue;
-        }
-        if (USNIC_CONN_MAGIC_ACK == m->magic && USNIC_CONN_LIVE_ACK == m->type &&
-            sizeof(*m) == (size_t) n) {
-            int64_t now = (int64_t) opal_btl_usnic_now_us();
-            bool busy = m->size >= 1000 * usnic_peer_busy_idle(usnic_component.peer_timeout);
-            opal_btl_usnic_live_t *l;
-            pthread_mutex_lock(&conn_lock);
-            OPAL_LIST_FOREACH (l, &conn_live, opal_btl_usnic_live_t) {
-                if (l->module == module && l->peer.sin_addr.s_addr == from.sin_addr.s_addr &&
-                    l->peer.sin_port == from.sin_port) {
-                    l->answer_us = now;
-                    if (busy) {
-                        l->busy_us = now;
-                    }
-                }
-            }
-            pthread_mutex_unlock(&conn_lock);
-            continue;
-        }
-        if (USNIC_CONN_MAGIC_ACK == m->magic && USNIC_CONN_ACK == m->type &&
-            sizeof(*m) == (size_t) n) {
-            usnic_conn_check_t *c;
-            pthread_mutex_lock(&conn_lock);
-            OPAL_LIST_FOREACH (c, &conn_checks, usnic_conn_check_t) {
-                if (c->module == module && c->peer.sin_addr.s_addr == from.sin_addr.s_addr &&
-                    c->peer.sin_port == from.sin_port) {
-                    c->acked[0] |= (m->size == c->sizes[0]);
-                    c->acked[1] |= (m->size == c->sizes[1]);
-                }
-            }
-            pthread_mutex_unlock(&conn_lock);
+        /* (the header of the first version, 16 bytes, tells pings and
+         * answers apart; the two check the length) */
+        if (n < 16 || AF_INET != from.sin_family) {
+            ++module->stats.num_conn_refused;
+        } else if (USNIC_CONN_MAGIC_PING == m->magic) {
+            answer(module, m, n, &from);
+        } else if (USNIC_CONN_MAGIC_ACK == m->magic) {
+            record(module, m, n, &from);
+        } else {
+            ++module->stats.num_conn_refused;
         }
     }
+    ++module->stats.num_conn_budget;
 }
 
 int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
@@ -267,6 +373,7 @@ int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
     int fd, val = IP_PMTUDISC_DO;
 
     module->conn_fd = -1;
+    module->conn_peers = NULL;
     module->local_addr.connectivity_udp_port = 0;
     if (!usnic_component.connectivity_enabled) {
         return OPAL_SUCCESS;
@@ -300,6 +407,18 @@ int opal_btl_usnic_connectivity_listen(opal_btl_usnic_module_t *module)
         free(module->conn_send_buf);
         module->conn_recv_buf = module->conn_send_buf = NULL;
         return OPAL_ERROR;
+    }
+    module->conn_peers = OBJ_NEW(opal_hash_table_t);
+    if (NULL == module->conn_peers ||
+        OPAL_SUCCESS != opal_hash_table_init(module->conn_peers, 64)) {
+        if (NULL != module->conn_peers) {
+            OBJ_RELEASE(module->conn_peers);
+        }
+        close(fd);
+        free(module->conn_recv_buf);
+        free(module->conn_send_buf);
+        module->conn_recv_buf = module->conn_send_buf = NULL;
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
     module->conn_fd = fd;
     module->local_addr.connectivity_udp_port = ntohs(sin.sin_port);
@@ -355,6 +474,12 @@ static void unlisten(opal_btl_usnic_module_t *module)
     free(module->conn_recv_buf);
     free(module->conn_send_buf);
     module->conn_recv_buf = module->conn_send_buf = NULL;
+    pthread_mutex_lock(&conn_lock);
+    if (NULL != module->conn_peers) {
+        OBJ_RELEASE(module->conn_peers);
+        module->conn_peers = NULL;
+    }
+    pthread_mutex_unlock(&conn_lock);
 }
 
 void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
@@ -380,6 +505,10 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
     if (NULL == c) {
         return;
     }
+    /* (OBJ_NEW does not clear: a reused allocation held anything) */
+    c->acked[0] = c->acked[1] = false;
+    c->rounds = 0;
+    c->cancelled = false;
     c->module = module;
     c->peer_proc = ep->proc->proc_opal;
     memset(&c->peer, 0, sizeof(c->peer));
@@ -388,6 +517,12 @@ void opal_btl_usnic_connectivity_check(opal_btl_usnic_endpoint_t *ep)
     c->peer.sin_port = htons((uint16_t) ep->remote.connectivity_udp_port);
     c->sizes[0] = USNIC_CONN_SMALL;
     c->sizes[1] = large;
+    memcpy(c->key, ep->remote.conn_key, sizeof(c->key));
+    if (0 != opal_btl_usnic_random(c->nonces, sizeof(c->nonces))) {
+        /* (init_identity got random numbers: this cannot fail for long) */
+        OBJ_RELEASE(c);
+        return;
+    }
     opal_btl_usnic_snprintf_ipv4(c->peer_ip, sizeof(c->peer_ip), ep->remote.ipv4_addr,
                                  ep->remote.prefix);
     opal_btl_usnic_snprintf_mac(c->peer_mac, sizeof(c->peer_mac), ep->remote.mac);
@@ -407,6 +542,7 @@ void opal_btl_usnic_liveness_ping(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
     usnic_conn_msg_t m;
+    uint64_t nonce;
 
     if (module->conn_fd < 0 || 0 == ep->remote.connectivity_udp_port) {
         return;
@@ -422,14 +558,29 @@ void opal_btl_usnic_liveness_ping(opal_btl_usnic_endpoint_t *ep)
         l->peer.sin_addr.s_addr = ep->remote.ipv4_addr;
         l->peer.sin_port = htons((uint16_t) ep->remote.connectivity_udp_port);
         l->answer_us = l->busy_us = 0;
+        memcpy(l->key, ep->remote.conn_key, sizeof(l->key));
+        if (0 != opal_btl_usnic_random(&l->nonce_sent, sizeof(l->nonce_sent))) {
+            OBJ_RELEASE(l);
+            return;
+        }
+        l->nonce_answered = l->nonce_sent;
         pthread_mutex_lock(&conn_lock);
         opal_list_append(&conn_live, &l->super);
         l->listed = true;
         pthread_mutex_unlock(&conn_lock);
         ep->live = l;
     }
+    pthread_mutex_lock(&conn_lock);
+    nonce = ++ep->live->nonce_sent;
+    pthread_mutex_unlock(&conn_lock);
     /* A lost ping is a missing answer; the next one follows. */
-    (void) send_msg(module->conn_fd, &ep->live->peer, USNIC_CONN_LIVE_PING, sizeof(m), &m);
+    (void) send_msg(module, &ep->live->peer, USNIC_CONN_LIVE_PING, sizeof(m), nonce,
+                    ep->live->key, &m);
+}
+
+double opal_btl_usnic_liveness_answer(opal_btl_usnic_endpoint_t *ep)
+{
+    return NULL == ep->live ? 0 : ep->live->answer_us / 1e6;
 }
 
 double opal_btl_usnic_liveness_busy(opal_btl_usnic_endpoint_t *ep)

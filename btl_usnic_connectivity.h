@@ -17,6 +17,11 @@
  * host behind a Unix-socket IPC; per-process sockets need no IPC and
  * name the exact failing pair.)  Failures are reported on the main thread
  * from the progress function.
+ *
+ * Trust: a ping is answered only if authentic under this process's key,
+ * which only the job has (usnic_conn_msg_t in btl_usnic_wire.h); an answer
+ * counts only if authentic under the pinged peer's key, from its address,
+ * for a ping of ours still outstanding.
  */
 
 #ifndef BTL_USNIC_CONNECTIVITY_H
@@ -32,6 +37,14 @@ struct mca_btl_base_endpoint_t;
 /* Open the module's UDP socket; sets local_addr.connectivity_udp_port. */
 int opal_btl_usnic_connectivity_listen(struct opal_btl_usnic_module_t *module);
 
+/* The checker socket at ip:port (network order) is a peer of this job on
+ * the module: only peers' pings are answered.  Each add is undone by one
+ * remove (endpoint set-up and destruction); no-ops while the checker is off. */
+void opal_btl_usnic_connectivity_add_peer(struct opal_btl_usnic_module_t *module, uint32_t ip,
+                                          uint16_t port);
+void opal_btl_usnic_connectivity_remove_peer(struct opal_btl_usnic_module_t *module,
+                                             uint32_t ip, uint16_t port);
+
 /* Start checking the path to an endpoint's peer interface (once per pair). */
 void opal_btl_usnic_connectivity_check(struct mca_btl_base_endpoint_t *ep);
 
@@ -44,6 +57,9 @@ typedef struct opal_btl_usnic_live_t opal_btl_usnic_live_t;
 /* Send one liveness ping to the endpoint's peer (nothing if the checker is
  * off on either side). */
 void opal_btl_usnic_liveness_ping(struct mca_btl_base_endpoint_t *ep);
+
+/* When (monotonic seconds) the peer last answered; 0 if never. */
+double opal_btl_usnic_liveness_answer(struct mca_btl_base_endpoint_t *ep);
 
 /* When (monotonic seconds) the peer last answered while busy outside
  * progress; 0 if never. */

@@ -52,7 +52,8 @@ typedef struct mca_btl_base_endpoint_t {
     bool on_timer_list;                 /* may stay on after its timer stopped ... */
     bool timer_running;                 /* ... this says whether it runs */
 
-    /* sending; sent_segs exists from the first send on */
+    /* sending; sent_segs exists while segments are in flight (a table
+     * from the module's pool, btl_usnic_endpoint.c) */
     opal_list_t send_queue;             /* frags waiting for the wire */
     int send_credits;
     usnic_tx_window_t tx;
@@ -60,9 +61,9 @@ typedef struct mca_btl_base_endpoint_t {
      * at most prio_window of them may be unacknowledged at a time. */
     uint32_t prio_inflight;
     uint32_t prio_window;
-    opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask */
+    opal_btl_usnic_send_seg_t **sent_segs;  /* by sequence & tx_mask; NULL: none held */
     uint32_t tx_mask;                   /* slots in sent_segs, minus 1 */
-    bool tx_ready;
+    bool tx_ready;                      /* a table is held and connectivity checked */
     /* The retransmit timer (btl_usnic_retrans.c): armed while segments are
      * unacknowledged, pushed back whenever an ACK moves the window. */
     double rto_deadline_us;
@@ -105,11 +106,14 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t rx_dup_seq;                /* with USNIC_ACK_DUP_SEEN: the duplicate */
     bool rx_filled;                     /* rx_filled_seq: the last resend that filled a hole */
     uint16_t rx_filled_seq;
-    usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, allocated on first chunk */
+    usnic_rx_frag_t *rx_frags;          /* USNIC_RX_FRAG_SLOTS, from the module's pool while
+                                         * a fragment is being put together */
+    uint32_t rx_frags_busy;             /* slots with a fragment in progress */
 
     bool exiting;
     bool failed;
     bool connectivity_checked;
+    bool conn_peer;                 /* its checker socket is in the module's conn_peers */
     bool zombie;                        /* on module->zombie_endpoints */
 } opal_btl_usnic_endpoint_t;
 typedef opal_btl_usnic_endpoint_t mca_btl_base_endpoint_t;
@@ -127,9 +131,24 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep,
                                   struct opal_btl_usnic_module_t *module,
                                   const usnic_modex_addr_t *remote);
 
-/* Allocate the send-side tables on the first send (many peers are never
- * sent to).  OPAL_ERR_OUT_OF_RESOURCE if memory is short. */
+/* Take a send table from the module's pool for a first send after none
+ * was in flight (and check connectivity at the very first).
+ * OPAL_ERR_OUT_OF_RESOURCE if memory is short. */
 int opal_btl_usnic_endpoint_tx_alloc(opal_btl_usnic_endpoint_t *ep);
+/* The window wants more slots than the table has: double it, moving what
+ * is in flight below seq.  False if it is not what limits, or memory is
+ * short (the window then stays the table's size). */
+bool opal_btl_usnic_endpoint_tx_grow(opal_btl_usnic_endpoint_t *ep, uint16_t seq);
+/* Nothing in flight: the table goes back to the pool. */
+void opal_btl_usnic_endpoint_tx_release(opal_btl_usnic_endpoint_t *ep);
+/* Free the module's pooled tables and reassembly slots (teardown). */
+void opal_btl_usnic_tx_tables_fini(struct opal_btl_usnic_module_t *module);
+
+/* Reassembly slots for ep's first chunk in progress (NULL if memory is
+ * short), and back to the pool when no fragment is in progress: like the
+ * send tables, held only while in use. */
+usnic_rx_frag_t *opal_btl_usnic_rx_frags_get(opal_btl_usnic_endpoint_t *ep);
+void opal_btl_usnic_rx_frags_put(opal_btl_usnic_endpoint_t *ep);
 
 static inline int opal_btl_usnic_endpoint_tx_ready(opal_btl_usnic_endpoint_t *ep)
 {

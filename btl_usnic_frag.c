@@ -149,10 +149,6 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
     opal_btl_usnic_send_frag_t *frag;
     bool small = size <= module->max_frag_payload;
 
-    /* Every send but sendi's starts here. */
-    if (OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, endpoint))) {
-        return NULL;
-    }
     frag = small ? (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module,
                                                                         &module->small_send_frags)
                  : (opal_btl_usnic_send_frag_t *) opal_free_list_get(&module->large_send_frags);

@@ -103,6 +103,8 @@ typedef struct opal_btl_usnic_send_frag_t {
     bool local_done;                    /* data copied out of user memory; PML told */
     bool cb_deferred;                   /* PML-owned: its callback waits for the ACKs */
 
+    /* a chunked PUT: the target's registration, in every chunk */
+    usnic_reg_ref_t put_ref;
     /* emulated PUT completion */
     mca_btl_base_rdma_completion_fn_t put_cb;
     void *put_local;
@@ -175,8 +177,8 @@ static inline void opal_btl_usnic_frag_reset(opal_btl_usnic_send_frag_t *frag,
     frag->base.order = order;
 }
 
-/* Make the peer's send tables if this is the first send to it; without
- * them nothing can go to that peer, which is fatal. */
+/* Take a send table for the peer when it holds none (nothing was in
+ * flight); without one nothing can go to that peer, which is fatal. */
 int opal_btl_usnic_frag_tx_setup(struct opal_btl_usnic_module_t *module,
                                  struct mca_btl_base_endpoint_t *endpoint);
 

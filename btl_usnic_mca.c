@@ -140,9 +140,10 @@ int opal_btl_usnic_component_register(void)
     reg_int("rd_num", "Receive queue depth of the data channel (-1 = min(1024, device "
             "maximum))", -1, &c->rd_num, OPAL_INFO_LVL_5);
     reg_int("max_send_window", "Most data segments sent to one peer and not yet acknowledged "
-            "(the peer's receive buffers, shared among its peers, bound it too); larger "
-            "windows stream faster where ACKs come back late, and cost 8 bytes per slot and "
-            "peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
+            "(the peer's receive buffers, shared among its peers, bound it too).  The window "
+            "starts at 256 and follows the path's bandwidth-delay product up to this; its send "
+            "table is held only while data is in flight, so a large value costs no memory "
+            "per peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
     reg_int("prio_sd_num", "Send queue depth of the priority channel (-1 = 127, capped at "
             "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
     reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "
@@ -265,6 +266,13 @@ int opal_btl_usnic_component_register(void)
     base->btl_put_alignment = 0;
     base->btl_get_limit = USNIC_RDMA_MAX_GET;
     base->btl_get_alignment = 0;
+    /* No size of PUT or GET needs its local buffer registered (usnic copies
+     * it): osc/rdma then hands over the user's buffer instead of copying it
+     * through a bounce buffer of its own, which it registers with the BTL
+     * and, in Open MPI 4.1 and 5.0, never returns when the window is freed
+     * (32 KiB lost per window that did a PUT or GET). */
+    base->btl_put_local_registration_threshold = SIZE_MAX;
+    base->btl_get_local_registration_threshold = SIZE_MAX;
     if (OPAL_SUCCESS != mca_btl_base_param_register(&usnic_component.super.btl_version, base)) {
         return OPAL_ERROR;
     }

@@ -325,6 +325,10 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->pending_resend_segs, opal_list_t);
     OBJ_CONSTRUCT(&module->fastpath_done, opal_list_t);
     OBJ_CONSTRUCT(&module->zombie_endpoints, opal_list_t);
+    memset(module->tx_tables_free, 0, sizeof(module->tx_tables_free));
+    memset(module->tx_tables_cached, 0, sizeof(module->tx_tables_cached));
+    module->rx_frags_free = NULL;
+    module->rx_frags_cached = 0;
     opal_btl_usnic_rdma_init(module);
 }
 
@@ -338,6 +342,7 @@ static void init_modex_record(opal_btl_usnic_module_t *module)
     a->qp_num[USNIC_PRIORITY_CHANNEL] = module->channels[USNIC_PRIORITY_CHANNEL].qp_num;
     a->qp_num[USNIC_DATA_CHANNEL] = module->channels[USNIC_DATA_CHANNEL].qp_num;
     a->qkey = usnic_component.qkey;
+    memcpy(a->conn_key, usnic_component.conn_key, sizeof(a->conn_key));
     a->ipv4_addr = module->if_ipv4;
     a->prefix = module->if_prefix;
     a->link_speed_mbps = module->link_speed_mbps;
@@ -421,6 +426,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t, all_li);
         OBJ_RELEASE(ep);
     }
+    opal_btl_usnic_tx_tables_fini(module);
     opal_btl_usnic_rdma_fini(module);
     free(module->rx_spare);
     module->rx_spare = NULL;

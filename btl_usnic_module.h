@@ -126,12 +126,20 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t pending_resend_segs;
     opal_list_t fastpath_done;      /* fast-path frags whose PML callback is due */
     opal_list_t zombie_endpoints;   /* released, but with sends still posted */
+    /* Send tables not held by an endpoint, by class (USNIC_TX_TABLE_MIN <<
+     * class slots), linked through their first slot (btl_usnic_endpoint.c). */
+    struct opal_btl_usnic_send_seg_t **tx_tables_free[USNIC_TX_TABLE_CLASSES];
+    uint32_t tx_tables_cached[USNIC_TX_TABLE_CLASSES];
+    /* Reassembly slot arrays not held by an endpoint, the same way. */
+    usnic_rx_frag_t *rx_frags_free;
+    uint32_t rx_frags_cached;
     /* a delivered message's reassembly buffer, kept for the next one (a
      * malloc and free per chunked message cost more than its second chunk) */
     uint8_t *rx_spare;
     uint32_t rx_spare_size;
 
     /* emulated GET and atomics (btl_usnic_rdma.c) */
+#define USNIC_EXCL_LOCKS 16
     opal_free_list_t rdma_op_fl;
     opal_pointer_array_t rdma_ops;  /* outstanding requests, by id */
     uint32_t rdma_serial;
@@ -146,6 +154,15 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t zcopy_retired;
     bool rdma_work;                 /* one of the two lists is not empty */
     bool rdma_refused_shown;
+    bool bad_handle_shown;          /* the "bad registration handle" help message */
+    /* exclusive locks taken by compare-and-swap on this process's memory,
+     * and who holds them (btl_usnic_rdma.c: lock_watch) */
+    struct {
+        uint64_t addr;
+        const void *holder;
+        uint32_t self_waits;
+    } excl_locks[USNIC_EXCL_LOCKS];
+    unsigned excl_next;
 
     uint16_t isn;
     usnic_modex_addr_t local_addr;
@@ -155,6 +172,9 @@ typedef struct opal_btl_usnic_module_t {
     opal_event_t conn_ev;
     uint8_t *conn_recv_buf;
     uint8_t *conn_send_buf;
+    /* the checker sockets of this module's peers, (ip << 16 | port) -> count
+     * (under the checker's lock) */
+    opal_hash_table_t *conn_peers;
 
     mca_btl_base_module_error_cb_fn_t pml_error_callback;
     bool dead;                      /* fatal error seen; stop touching the device */
@@ -234,17 +254,23 @@ static inline opal_free_list_item_t *opal_btl_usnic_fl_get(opal_btl_usnic_module
 
 extern opal_btl_usnic_module_t opal_btl_usnic_module_template;
 
-/* What btl_register_mem hands out: the region itself.  No key travels
- * (peers never touch it: PUTs and GETs are carried out by this process),
- * but every PUT and GET is checked against the regions registered for it. */
+/* What btl_register_mem hands out and peers name in every PUT, GET and
+ * atomic (usnic_reg_ref_t on the wire): a slot of this process's table of
+ * registrations and the random key of the registration in it (never
+ * printed).  Peers never touch the memory themselves: this process carries
+ * out their PUTs and GETs, after checking the slot, the key, the access and
+ * the range. */
 struct mca_btl_base_registration_handle_t {
-    uint64_t base;
-    uint64_t len;
+    uint64_t key;
+    uint32_t index;
+    uint32_t pad;
 };
 
 typedef struct opal_btl_usnic_put_target_t {
-    opal_list_item_t super;
+    opal_list_item_t super;         /* on module->zcopy_retired once deregistered */
     uint32_t flags;
+    uint64_t base;
+    uint64_t len;
     mca_btl_base_registration_handle_t handle;
     /* A region GETs may read is also registered with the device of the
      * module it was registered for, so that GET data is sent from it
@@ -261,15 +287,47 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
 static inline bool opal_btl_usnic_target_covers(const opal_btl_usnic_put_target_t *t,
                                                 uint64_t addr, uint64_t len)
 {
-    return addr >= t->handle.base && len <= t->handle.len &&
-           addr - t->handle.base <= t->handle.len - len;
+    return addr >= t->base && len <= t->len && addr - t->base <= t->len - len;
 }
 
-/* True if [addr, addr + len) lies inside one region registered with the
- * access flag (MCA_BTL_REG_FLAG_REMOTE_*). */
-bool opal_btl_usnic_mem_ok(uint64_t addr, uint64_t len, uint32_t access);
-/* The same for remote writes (PUT). */
-bool opal_btl_usnic_put_target_ok(uint64_t addr, uint64_t len);
+/* The live registration ref names, if it allows access (a
+ * MCA_BTL_REG_FLAG_REMOTE_* flag) to [addr, addr + len); else NULL, and
+ * *bad_handle tells whether the handle itself was wrong (slot out of
+ * range, empty, or another key: revoked, forged or another process's) or
+ * only the access or range.  (Inline: every PUT datagram.) */
+static inline opal_btl_usnic_put_target_t *
+opal_btl_usnic_reg_find(const usnic_reg_ref_t *ref, uint32_t access, uint64_t addr, uint64_t len,
+                        bool *bad_handle)
+{
+    const opal_btl_usnic_regs_t *regs = usnic_component.regs;
+    opal_btl_usnic_put_target_t *t;
+
+    if (OPAL_UNLIKELY(ref->index >= regs->used || NULL == regs->slot[ref->index].t ||
+                      regs->slot[ref->index].key != ref->key)) {
+        *bad_handle = true;
+        return NULL;
+    }
+    *bad_handle = false;
+    t = regs->slot[ref->index].t;
+    if (OPAL_UNLIKELY(!(t->flags & access) || !opal_btl_usnic_target_covers(t, addr, len))) {
+        return NULL;
+    }
+    return t;
+}
+
+/* The reference a handle gives on the wire (a NULL handle: slot 0 with
+ * key 0, which no registration has). */
+static inline void opal_btl_usnic_reg_ref(usnic_reg_ref_t *ref,
+                                          const mca_btl_base_registration_handle_t *h)
+{
+    ref->key = NULL == h ? 0 : h->key;
+    ref->index = NULL == h ? 0 : h->index;
+    ref->pad = 0;
+}
+
+/* Empty the table of registrations (component open and close). */
+void opal_btl_usnic_regs_init(opal_btl_usnic_regs_t *regs);
+void opal_btl_usnic_regs_fini(opal_btl_usnic_regs_t *regs);
 
 /* Create a module's verbs resources and lists; on failure everything it
  * built is released again. */

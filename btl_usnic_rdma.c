@@ -106,7 +106,10 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     }
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;
+    module->bad_handle_shown = false;
     module->rdma_work = false;
+    memset(module->excl_locks, 0, sizeof(module->excl_locks));
+    module->excl_next = 0;
 }
 
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
@@ -117,8 +120,9 @@ void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
     /* (the channels are gone: no send reads registered memory any more,
      * and the frags that did go with the module; a region deregistered
      * after this is released at once) */
-    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if (t->module == module) {
+    for (uint32_t i = 0; i < usnic_component.regs->used; ++i) {
+        t = usnic_component.regs->slot[i].t;
+        if (NULL != t && t->module == module) {
             opal_btl_usnic_rdma_zcopy_unregister(t);
             t->module = NULL;
             t->senders = 0;
@@ -180,9 +184,80 @@ static void msg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
 }
 
 /* ------------------------------------------------------------------ */
+/* a process waiting for a lock it holds itself                        */
+
+/* osc/rdma's lock word: this bit set is "held exclusively". */
+#define OSC_LOCK_EXCLUSIVE (1ULL << 63)
+/* Shared-lock attempts by the holder of the exclusive lock before the job
+ * is ended: a few backoffs of a healthy program never come from the
+ * holder itself, so one would do; more keep it to a pattern that lasts. */
+#define SELF_WAITS_FATAL 1000
+
+/* Open MPI 4.1.0-4.1.4's osc/rdma looks up a peer's dynamic-window region
+ * (MPI_Win_create_dynamic) holding the peer's region lock exclusively
+ * (compare-and-swap 0 -> exclusive bit) and then, to refresh its copy of
+ * the regions, asks for the same lock shared (fetch-and-add 1; on seeing
+ * the exclusive bit, add -1 and try again): it waits for itself forever,
+ * whenever a process of another host is in the window (fixed in 4.1.5).
+ * Every atomic on this process's memory passes here (origin: the
+ * endpoint, or the module for this process itself): an origin that asks
+ * again and again for a lock it holds exclusively ends the job with a
+ * message that names the cause, rather than hang. */
+static void lock_watch(opal_btl_usnic_module_t *module, const void *origin,
+                       const usnic_rdma_msg_t *m, uint64_t old, const char *who)
+{
+    unsigned i;
+
+    if (8 != m->width) {
+        return;
+    }
+    for (i = 0; i < USNIC_EXCL_LOCKS && module->excl_locks[i].addr != m->addr; ++i) {
+    }
+    if (USNIC_RDMA_CSWAP == m->kind) {
+        if (0 == m->operand && OSC_LOCK_EXCLUSIVE == m->operand2 && 0 == old) {
+            /* (a word taken again keeps its slot: one holder per word) */
+            if (USNIC_EXCL_LOCKS == i) {
+                i = module->excl_next++ % USNIC_EXCL_LOCKS;
+            }
+            module->excl_locks[i].addr = m->addr;
+            module->excl_locks[i].holder = origin;
+            module->excl_locks[i].self_waits = 0;
+        }
+        return;
+    }
+    if (USNIC_AOP_ADD != m->aop || USNIC_EXCL_LOCKS == i || 0 == m->addr) {
+        return;
+    }
+    if (!((old + m->operand) & OSC_LOCK_EXCLUSIVE)) {
+        module->excl_locks[i].addr = 0;         /* released */
+    } else if (USNIC_RDMA_FOP == m->kind && (old & OSC_LOCK_EXCLUSIVE) &&
+               0 < (int64_t) m->operand && module->excl_locks[i].holder == origin &&
+               SELF_WAITS_FATAL == ++module->excl_locks[i].self_waits) {
+        opal_btl_usnic_show_fatal("osc waits for itself", opal_process_info.nodename,
+                                  module->dev_name, who, (unsigned long long) m->addr,
+                                  SELF_WAITS_FATAL);
+        snprintf(module->fatal_cause, sizeof(module->fatal_cause),
+                 "a one-sided lock waits for its own holder");
+        opal_btl_usnic_module_fatal(module, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* initiator                                                           */
 
 static void finish(opal_btl_usnic_module_t *module, opal_btl_usnic_rdma_op_t *op, int status);
+
+void opal_btl_usnic_rdma_bad_handle(opal_btl_usnic_module_t *module,
+                                    opal_btl_usnic_endpoint_t *ep, const char *what)
+{
+    ++module->stats.num_bad_handles;
+    if (!module->bad_handle_shown) {
+        module->bad_handle_shown = true;
+        opal_show_help("help-mpi-btl-usnic.txt", "bad registration handle", true,
+                       opal_process_info.nodename, module->dev_name,
+                       NULL == ep ? "(this process)" : ep->proc->hostname, what);
+    }
+}
 
 /* osc/rdma of Open MPI 4.1 addresses this process itself with a NULL
  * endpoint (it counts on GLOB for that and finds no endpoint of ours):
@@ -199,6 +274,7 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
                                                   : MCA_BTL_REG_FLAG_REMOTE_ATOMIC;
     uint64_t n = (USNIC_RDMA_GET == m->kind || 0 == m->kind) ? len : m->width;
     void *target = (void *) (uintptr_t) m->addr;
+    bool bad_handle;
 
     if (OPAL_UNLIKELY(NULL == op)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -214,7 +290,12 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
     op->status = OPAL_SUCCESS;
-    if (!opal_btl_usnic_mem_ok(m->addr, n, access)) {
+    if (NULL == opal_btl_usnic_reg_find(&m->reg, access, m->addr, n, &bad_handle)) {
+        if (bad_handle) {
+            opal_btl_usnic_rdma_bad_handle(module, NULL, USNIC_RDMA_GET == m->kind ? "GET"
+                                                         : 0 == m->kind ? "PUT"
+                                                                        : "atomic operation");
+        }
         ++module->stats.num_rdma_refused;
         op->status = OPAL_ERR_BAD_PARAM;
     } else if (0 == m->kind) {
@@ -223,6 +304,7 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
         memcpy(local, target, len);
     } else {
         uint64_t old = usnic_rdma_atomic(target, m);
+        lock_watch(module, module, m, old, "this process itself");
         if (USNIC_RDMA_AOP == m->kind || NULL == local) {
             /* nothing to return */
         } else if (4 == m->width) {
@@ -251,6 +333,7 @@ static void local_done(opal_btl_usnic_module_t *module)
 int opal_btl_usnic_rdma_local_put(opal_btl_usnic_module_t *module, void *local,
                                   uint64_t remote_address, size_t size,
                                   mca_btl_base_registration_handle_t *local_handle,
+                                  const usnic_reg_ref_t *ref,
                                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                   void *cbdata)
 {
@@ -258,6 +341,7 @@ int opal_btl_usnic_rdma_local_put(opal_btl_usnic_module_t *module, void *local,
 
     memset(&m, 0, sizeof(m));
     m.addr = remote_address;
+    m.reg = *ref;
     return local_op(module, &m, local, size, local_handle, cbfunc, cbcontext, cbdata);
 }
 
@@ -440,12 +524,12 @@ void opal_btl_usnic_rdma_zcopy_register(opal_btl_usnic_module_t *module,
     t->senders = 0;
     t->gone = false;
     if (!(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) || UINT32_MAX == module->zcopy_min ||
-        t->handle.len < module->zcopy_min) {
+        t->len < module->zcopy_min) {
         return;
     }
     /* (read-only: the data may be const) */
-    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->handle.base,
-                                  t->handle.len, false, &t->mr, &t->lkey)) {
+    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->base, t->len, false,
+                                  &t->mr, &t->lkey)) {
         /* GETs of it copy their data, as without a device registration */
         t->mr = NULL;
         ++module->stats.num_zcopy_unregistered;
@@ -458,22 +542,6 @@ void opal_btl_usnic_rdma_zcopy_unregister(opal_btl_usnic_put_target_t *t)
         t->module->ops->dereg_mem(t->mr);
         t->mr = NULL;
     }
-}
-
-/* The device registration of module covering [addr, addr + len) that GETs
- * may read, or NULL. */
-static opal_btl_usnic_put_target_t *zcopy_target(opal_btl_usnic_module_t *module,
-                                                 uint64_t addr, uint64_t len)
-{
-    opal_btl_usnic_put_target_t *t;
-
-    OPAL_LIST_FOREACH (t, &usnic_component.put_targets, opal_btl_usnic_put_target_t) {
-        if (t->module == module && NULL != t->mr && (t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) &&
-            opal_btl_usnic_target_covers(t, addr, len)) {
-            return t;
-        }
-    }
-    return NULL;
 }
 
 void opal_btl_usnic_rdma_zcopy_release(opal_btl_usnic_module_t *module,
@@ -507,19 +575,18 @@ static void zcopy_take_copies(opal_btl_usnic_send_frag_t *frag)
     frag->zcopy = false;
 }
 
-/* The answer to a GET of more than a datagram: its data, read from the
- * target memory as it is chunked; false if no frag is free now. */
+/* The answer to a GET of more than a datagram from t: its data, read from
+ * the target memory as it is chunked (from where it lies if t's device
+ * registration is module's); false if no frag is free now. */
 static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                           const usnic_rdma_msg_t *m)
+                           const usnic_rdma_msg_t *m, opal_btl_usnic_put_target_t *t)
 {
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(module, ep, m->len);
-    opal_btl_usnic_put_target_t *t;
 
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;
     }
-    t = zcopy_target(module, m->addr, m->len);
-    if (NULL != t) {
+    if (t->module == module && NULL != t->mr) {
         frag->zc_target = t;
         frag->zcopy = true;
         ++t->senders;
@@ -583,17 +650,19 @@ void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len)
 static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                   const usnic_rdma_msg_t *m)
 {
-    bool get = USNIC_RDMA_GET == m->kind;
-    bool ok = opal_btl_usnic_mem_ok(m->addr, get ? m->len : m->width,
-                                    get ? MCA_BTL_REG_FLAG_REMOTE_READ
-                                        : MCA_BTL_REG_FLAG_REMOTE_ATOMIC);
+    bool get = USNIC_RDMA_GET == m->kind, bad_handle;
+    opal_btl_usnic_put_target_t *t =
+        opal_btl_usnic_reg_find(&m->reg,
+                                get ? MCA_BTL_REG_FLAG_REMOTE_READ : MCA_BTL_REG_FLAG_REMOTE_ATOMIC,
+                                m->addr, get ? m->len : m->width, &bad_handle);
+    bool ok = NULL != t;
     size_t n = (ok && get) ? m->len : 0;
     opal_btl_usnic_send_frag_t *frag;
     usnic_rdma_msg_t r;
     uint8_t *buf;
 
     if (n > module->max_frag_payload && 0 != m->id) {
-        return serve_get_data(module, ep, m);
+        return serve_get_data(module, ep, m, t);
     }
     frag = msg_frag(module, ep, sizeof(r) + n, &buf);
     if (OPAL_UNLIKELY(NULL == frag)) {
@@ -605,12 +674,16 @@ static bool serve(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep
     r.len = (uint32_t) n;
     r.status = ok ? USNIC_RDMA_OK : USNIC_RDMA_REFUSED;
     if (!ok) {
+        if (bad_handle) {
+            opal_btl_usnic_rdma_bad_handle(module, ep, get ? "GET" : "atomic operation");
+        }
         ++module->stats.num_rdma_refused;
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA_TARGET);
     } else if (get) {
         memcpy(buf + sizeof(r), (const void *) (uintptr_t) m->addr, n);
     } else {
         r.operand = usnic_rdma_atomic((void *) (uintptr_t) m->addr, m);
+        lock_watch(module, ep, m, r.operand, ep->proc->hostname);
     }
     memcpy(buf, &r, sizeof(r));
     ++module->stats.num_rdma_served;
@@ -720,7 +793,6 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     usnic_rdma_msg_t m;
     int rc;
-    (void) remote_handle;
     (void) flags;
     (void) order;
 
@@ -731,6 +803,7 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
     m.kind = USNIC_RDMA_GET;
     m.len = (uint32_t) size;
     m.addr = remote_address;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, size, local_handle, cbfunc, cbcontext,
                cbdata);
     if (OPAL_SUCCESS == rc) {
@@ -744,7 +817,9 @@ int opal_btl_usnic_get(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *en
 static int atomic_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *endpoint,
                         uint8_t kind, void *local_address,
                         mca_btl_base_registration_handle_t *local_handle,
-                        uint64_t remote_address, mca_btl_base_atomic_op_t op, uint64_t operand,
+                        uint64_t remote_address,
+                        mca_btl_base_registration_handle_t *remote_handle,
+                        mca_btl_base_atomic_op_t op, uint64_t operand,
                         int flags, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                         void *cbdata)
 {
@@ -760,6 +835,7 @@ static int atomic_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
     }
     m.aop = (uint8_t) aop;
     m.operand = operand;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, NULL == local_address ? 0 : m.width,
                local_handle, cbfunc, cbcontext, cbdata);
     if (OPAL_SUCCESS == rc) {
@@ -775,10 +851,10 @@ int opal_btl_usnic_atomic_op(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint
                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata)
 {
-    (void) remote_handle;
     (void) order;
     return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_AOP, NULL, NULL,
-                        remote_address, op, operand, flags, cbfunc, cbcontext, cbdata);
+                        remote_address, remote_handle, op, operand, flags, cbfunc, cbcontext,
+                        cbdata);
 }
 
 int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
@@ -789,11 +865,10 @@ int opal_btl_usnic_atomic_fop(mca_btl_base_module_t *btl, opal_btl_usnic_endpoin
                               mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                               void *cbdata)
 {
-    (void) remote_handle;
     (void) order;
     return atomic_start((opal_btl_usnic_module_t *) btl, endpoint, USNIC_RDMA_FOP,
-                        local_address, local_handle, remote_address, op, operand, flags, cbfunc,
-                        cbcontext, cbdata);
+                        local_address, local_handle, remote_address, remote_handle, op, operand,
+                        flags, cbfunc, cbcontext, cbdata);
 }
 
 int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpoint_t *endpoint,
@@ -807,7 +882,6 @@ int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpo
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
     usnic_rdma_msg_t m;
     int rc;
-    (void) remote_handle;
     (void) order;
 
     rc = atomic_request(&m, USNIC_RDMA_CSWAP, remote_address, flags);
@@ -816,6 +890,7 @@ int opal_btl_usnic_atomic_cswap(mca_btl_base_module_t *btl, opal_btl_usnic_endpo
     }
     m.operand = compare;
     m.operand2 = value;
+    opal_btl_usnic_reg_ref(&m.reg, remote_handle);
     rc = start(module, endpoint, &m, local_address, m.width, local_handle, cbfunc, cbcontext,
                cbdata);
     if (OPAL_SUCCESS == rc) {

@@ -43,12 +43,19 @@ void opal_btl_usnic_rdma_recv(struct opal_btl_usnic_module_t *module,
  * own memory (NULL endpoint). */
 void opal_btl_usnic_rdma_progress(struct opal_btl_usnic_module_t *module);
 
-/* btl_put with a NULL endpoint: into this process's own registered memory. */
+/* btl_put with a NULL endpoint: into this process's own registered memory,
+ * as the registration ref names allows. */
 int opal_btl_usnic_rdma_local_put(struct opal_btl_usnic_module_t *module, void *local,
                                   uint64_t remote_address, size_t size,
                                   mca_btl_base_registration_handle_t *local_handle,
+                                  const usnic_reg_ref_t *ref,
                                   mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                                   void *cbdata);
+
+/* A PUT, GET or atomic (what) of ep (NULL: this process) named no
+ * registration of this process: counted, and told once per module. */
+void opal_btl_usnic_rdma_bad_handle(struct opal_btl_usnic_module_t *module,
+                                    struct mca_btl_base_endpoint_t *ep, const char *what);
 
 /* A GET data fragment of size bytes from ep names GET id (usnic_is_get_data):
  * where it goes (the GET's local buffer, now taken by this fragment), or

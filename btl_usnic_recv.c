@@ -73,12 +73,29 @@ static void recv_buf_done(opal_btl_usnic_module_t *module, uint8_t *buf, uint32_
     module->rx_spare_size = size;
 }
 
+/* Whether the registration a PUT names lets it write len bytes at addr;
+ * a wrong handle is counted here, the caller counts the drop. */
+static inline bool put_allowed(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                               const usnic_reg_ref_t *ref, uint64_t addr, uint64_t len)
+{
+    bool bad_handle;
+
+    if (OPAL_LIKELY(NULL != opal_btl_usnic_reg_find(ref, MCA_BTL_REG_FLAG_REMOTE_WRITE, addr, len,
+                                                    &bad_handle))) {
+        return true;
+    }
+    if (bad_handle) {
+        opal_btl_usnic_rdma_bad_handle(module, ep, "PUT");
+    }
+    return false;
+}
+
 /* A first chunk of a message: where its bytes go (the initiator's GET
  * buffer, the PUT target, the spare reassembly buffer or a new one) and the
  * slot's record of it.  False: dropped, and counted where bad. */
 static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                         usnic_rx_frag_t *slot, const usnic_btl_chunk_header_t *ch,
-                        uint16_t first_seq, bool get_data)
+                        const usnic_reg_ref_t *ref, uint16_t first_seq, bool get_data)
 {
     if (get_data) {
         slot->buf = opal_btl_usnic_rdma_get_dest(module, ep, ch->hdr.put_addr, ch->frag_size);
@@ -87,7 +104,7 @@ static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
             return false;
         }
     } else if (0 != ch->hdr.put_addr &&
-               !opal_btl_usnic_put_target_ok(ch->hdr.put_addr, ch->frag_size)) {
+               !put_allowed(module, ep, ref, ch->hdr.put_addr, ch->frag_size)) {
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
         return false;
     } else if (0 != ch->hdr.put_addr) {
@@ -103,6 +120,7 @@ static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
     if (NULL == slot->buf) {
         return false;
     }
+    ++ep->rx_frags_busy;
     slot->frag_id = ch->frag_id;
     slot->frag_size = ch->frag_size;
     slot->bytes_left = ch->frag_size;
@@ -119,7 +137,7 @@ static bool chunk_start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
  * the sender's window moves on) but not written, and counted. */
 static bool chunk_continue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            usnic_rx_frag_t *slot, const usnic_btl_chunk_header_t *ch,
-                           uint16_t first_seq, bool get_data)
+                           const usnic_reg_ref_t *ref, uint16_t first_seq, bool get_data)
 {
     if (first_seq != slot->first_seq) {
         ++module->stats.num_badfrag_recvs;
@@ -127,20 +145,23 @@ static bool chunk_continue(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
     }
     if (0 != slot->put_addr && !slot->discard &&
         !(get_data ? opal_btl_usnic_rdma_get_live(module, ep, slot->put_addr, slot->frag_size)
-                   : opal_btl_usnic_put_target_ok(slot->put_addr + ch->frag_offset,
-                                                  ch->hdr.payload_len))) {
+                   : put_allowed(module, ep, ref, slot->put_addr + ch->frag_offset,
+                                 ch->hdr.payload_len))) {
         slot->discard = true;
     }
     return true;
 }
 
 /* The last chunk is in: the message goes to the PML (a send), the GET
- * completes, or the PUT is done; the slot is free again. */
+ * completes, or the PUT is done; the slot is free again (and the slots go
+ * back to the pool when none is busy). */
 static void chunk_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_recv_seg_t *rseg, usnic_rx_frag_t *slot,
                            const usnic_btl_chunk_header_t *ch, bool get_data)
 {
-    if (0 == slot->put_addr) {
+    bool put = 0 != slot->put_addr;
+
+    if (!put) {
         deliver(module, ep, rseg, slot->tag, slot->buf, slot->frag_size);
         recv_buf_done(module, slot->buf, slot->buf_size);
     } else if (get_data && !slot->discard) {
@@ -148,9 +169,12 @@ static void chunk_complete(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
     }
     slot->buf = NULL;
     slot->frag_id = 0;
+    if (0 == --ep->rx_frags_busy) {
+        opal_btl_usnic_rx_frags_put(ep);
+    }
     /* A PUT completes at its origin when acknowledged; a send's ACK can
      * wait to ride on the answer, unless the sender asks. */
-    opal_btl_usnic_schedule_ack(ep, 0 != slot->put_addr || (ch->hdr.flags & USNIC_HDR_ACK_REQ));
+    opal_btl_usnic_schedule_ack(ep, put || (ch->hdr.flags & USNIC_HDR_ACK_REQ));
 }
 
 /* Reassembly of a chunk; returns false if the chunk was dropped without
@@ -164,18 +188,23 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     uint16_t first_seq;
     bool get_data = usnic_is_get_data(ch->hdr.tag, ch->hdr.put_addr);
     bool ok = false;
+    uint32_t mcp = module->max_chunk_payload;
+    const usnic_reg_ref_t *ref = NULL;
 
-    if (!usnic_chunk_tiles(ch, module->max_chunk_payload)) {
+    if (OPAL_UNLIKELY(usnic_is_put(ch->hdr.tag, ch->hdr.put_addr))) {
+        /* the target's registration, then the data */
+        ref = (const usnic_reg_ref_t *) payload;
+        payload += sizeof(*ref);
+        mcp -= (uint32_t) sizeof(*ref);
+    }
+    if (!usnic_chunk_tiles(ch, mcp)) {
         ++module->stats.num_badfrag_recvs;
         return false;
     }
-    first_seq = usnic_chunk_first_seq(ch, module->max_chunk_payload);
+    first_seq = usnic_chunk_first_seq(ch, mcp);
 
-    if (NULL == ep->rx_frags) {
-        ep->rx_frags = calloc(USNIC_RX_FRAG_SLOTS, sizeof(*ep->rx_frags));
-        if (NULL == ep->rx_frags) {
-            return false;
-        }
+    if (NULL == ep->rx_frags && NULL == opal_btl_usnic_rx_frags_get(ep)) {
+        return false;
     }
     slot = &ep->rx_frags[ch->frag_id % USNIC_RX_FRAG_SLOTS];
     switch (usnic_rx_classify_chunk(slot, ch)) {
@@ -184,10 +213,10 @@ static bool recv_chunk(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
         ++module->stats.num_badfrag_recvs;
         break;
     case USNIC_CHUNK_NEW:
-        ok = chunk_start(module, ep, slot, ch, first_seq, get_data);
+        ok = chunk_start(module, ep, slot, ch, ref, first_seq, get_data);
         break;
     case USNIC_CHUNK_FITS:
-        ok = chunk_continue(module, ep, slot, ch, first_seq, get_data);
+        ok = chunk_continue(module, ep, slot, ch, ref, first_seq, get_data);
         break;
     }
     if (!ok) {
@@ -342,7 +371,11 @@ static bool recv_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_RDMA);
         return false;
     }
-    if (0 != hdr->put_addr && !opal_btl_usnic_put_target_ok(hdr->put_addr, hdr->payload_len)) {
+    /* (a PUT's payload: the target's registration, then the data) */
+    const usnic_reg_ref_t *ref = (const usnic_reg_ref_t *)(hdr + 1);
+    uint32_t n = hdr->payload_len - (uint32_t) sizeof(*ref);
+
+    if (0 != hdr->put_addr && !put_allowed(module, ep, ref, hdr->put_addr, n)) {
         opal_btl_usnic_count_bad(module, USNIC_PKT_BAD_PUT);
         return false;
     }
@@ -351,7 +384,7 @@ static bool recv_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t
     /* A PUT is complete at its origin only when acknowledged. */
     opal_btl_usnic_schedule_ack(ep, 0 != hdr->put_addr || (hdr->flags & USNIC_HDR_ACK_REQ));
     if (0 != hdr->put_addr) {
-        memcpy((void *)(uintptr_t) hdr->put_addr, hdr + 1, hdr->payload_len);
+        memcpy((void *)(uintptr_t) hdr->put_addr, ref + 1, n);
     } else {
         deliver(module, ep, rseg, hdr->tag, hdr + 1, hdr->payload_len);
     }

@@ -154,6 +154,8 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
  * lost: only when it is one of a run; a timeout: always). */
 static void cut(opal_btl_usnic_endpoint_t *ep, bool timeout, uint16_t lost_seq)
 {
+    /* (the path's window learns nothing from a round with a loss) */
+    ep->tx.round_loss = true;
     if (!usnic_component.congestion_control) {
         return;
     }
@@ -244,6 +246,8 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
         if (!ep->timer_running) {
             opal_list_remove_item(&module->endpoints_with_timers, li);
             ep->on_timer_list = false;
+            /* nothing in flight: its send table goes back to the pool */
+            opal_btl_usnic_endpoint_tx_release(ep);
         } else if (ep->rto_restart) {
             /* started or pushed back since the last check: ACKs arrive in
              * progress passes, so this is the pass that saw it */
@@ -271,6 +275,19 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
 }
 
 /* ---- what ACKs tell the sender ---- */
+
+void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep)
+{
+    uint32_t before = ep->tx.bdp;
+
+    if (usnic_tx_bdp_round_end(&ep->tx, opal_btl_usnic_now_us())) {
+        if (ep->tx.bdp > before) {
+            ++ep->module->stats.num_window_grows;
+        } else {
+            ++ep->module->stats.num_window_reverts;
+        }
+    }
+}
 
 /* ack + 1 is lost: resend it now, once per hole. */
 static void resend_next(opal_btl_usnic_endpoint_t *ep, uint16_t ack)

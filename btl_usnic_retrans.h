@@ -67,6 +67,9 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
                                 uint16_t dup_seq);
 
+/* The ACK ended a round of the path's window (usnic_tx_bdp_round_end). */
+void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep);
+
 /* The endpoint goes away: its timer stops and it leaves the timer list. */
 void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
 

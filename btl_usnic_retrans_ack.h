@@ -49,6 +49,9 @@ static inline void opal_btl_usnic_new_ack(opal_btl_usnic_endpoint_t *ep, uint16_
 {
     ep->hole_resent = false;
     usnic_tx_cwnd_acked(&ep->tx, acked);
+    if (OPAL_UNLIKELY(usnic_tx_bdp_round_done(&ep->tx, ack))) {
+        opal_btl_usnic_bdp_round(ep);
+    }
     usnic_rto_unback(&ep->rto);
     /* (short of it, the ACK may predate the resend: flagged_ack) */
     if (ep->in_recovery && USNIC_SEQ_DIFF16(ep->recover_seq, ack) <= 0) {

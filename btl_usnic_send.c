@@ -139,6 +139,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     size_t hdr_len = frag->segs[0].seg_len;
     size_t len = frag->size - frag->sent_offset;
     size_t off = frag->sent_offset;
+    uint32_t mcp = module->max_chunk_payload, ref_len = 0;
     uint8_t *dst;
     size_t copied = 0;
 
@@ -154,10 +155,17 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
         }
         ++ep->active_large_frags;
     }
-    if (len > module->max_chunk_payload) {
-        len = module->max_chunk_payload;
-    }
     dst = chunk->seg.payload;
+    if (OPAL_UNLIKELY(usnic_is_put(frag->tag, frag->put_addr))) {
+        /* every chunk of a PUT names the target's registration */
+        memcpy(dst, &frag->put_ref, sizeof(frag->put_ref));
+        ref_len = (uint32_t) sizeof(frag->put_ref);
+        dst += ref_len;
+        mcp -= ref_len;
+    }
+    if (len > mcp) {
+        len = mcp;
+    }
     chunk->seg.zc.len = 0;
 
     if (frag->zcopy && off >= hdr_len && len >= module->zcopy_min) {
@@ -184,7 +192,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     }
 
     chunk->seg.frag = frag;
-    chunk->seg.len = sizeof(*ch) + len;
+    chunk->seg.len = sizeof(*ch) + ref_len + len;
     ch = (usnic_btl_chunk_header_t *) chunk->seg.hdr;
     ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
     ch->hdr.payload_len = (uint16_t) len;
@@ -231,6 +239,23 @@ static bool send_from_queue(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
         opal_btl_usnic_frag_return_if_done(module, frag);
     }
     return true;
+}
+
+uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
+                                   opal_btl_usnic_endpoint_t *ep, uint16_t seq,
+                                   uint32_t inflight)
+{
+    if (opal_btl_usnic_endpoint_tx_grow(ep, seq) && usnic_tx_window_room(&ep->tx, inflight)) {
+        return 0;
+    }
+    ++module->stats.num_window_full;
+    /* (a clock read only when a round starts) */
+    if (ep->tx.round_active) {
+        ep->tx.round_blocked = true;
+    } else if (usnic_tx_bdp_limits(&ep->tx)) {
+        usnic_tx_bdp_blocked(&ep->tx, opal_btl_usnic_now_us());
+    }
+    return USNIC_HDR_ACK_REQ;
 }
 
 void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)

@@ -51,6 +51,13 @@ opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
 }
 
+/* The window is full with segment seq (inflight with it): a send table
+ * smaller than the window grows instead; else the sender waits for an ACK
+ * and the path's window measures the round.  Returns the header's flags. */
+uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
+                                   opal_btl_usnic_endpoint_t *ep, uint16_t seq,
+                                   uint32_t inflight);
+
 /* First transmission of a segment whose caller filled in what it carries
  * (type, length, tag, PUT address) in hdr (seg->hdr, which the caller's
  * stores through it would make the compiler load again): give it the next
@@ -64,8 +71,10 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     uint16_t seq;
     uint64_t inflight;
 
-    if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
-        opal_btl_usnic_connectivity_check(ep);
+    /* no send table held (nothing was in flight), or the very first send */
+    if (OPAL_UNLIKELY(!ep->tx_ready) &&
+        OPAL_SUCCESS != opal_btl_usnic_frag_tx_setup(module, ep)) {
+        return;
     }
     seq = ep->tx.next_seq_to_send++;
     /* (with this one; once, for the ACK request and the statistic) */
@@ -83,8 +92,7 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     if (OPAL_LIKELY(usnic_tx_window_room(&ep->tx, inflight))) {
         hdr->flags = 0;
     } else {
-        hdr->flags = USNIC_HDR_ACK_REQ;
-        ++module->stats.num_window_full;
+        hdr->flags = opal_btl_usnic_window_full(module, ep, seq, (uint32_t) inflight);
     }
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;

@@ -43,9 +43,10 @@ void opal_btl_usnic_stats_print(opal_btl_usnic_module_t *module, const char *pre
         snprintf(line + n, sizeof(line) - n, " max_sent_window_size=%" PRIu64
                  " max_rcvd_window_size=%" PRIu64 " max_rto_us=%" PRIu64
                  " endpoints=%" PRIu64
-                 " endpoint_bytes=%" PRIu64 " add_procs_usec=%" PRIu64,
+                 " endpoint_bytes=%" PRIu64 " send_table_bytes=%" PRIu64
+                 " reassembly_bytes=%" PRIu64 " add_procs_usec=%" PRIu64,
                  s->max_sent_window_size, s->max_rcvd_window_size, s->max_rto_us, s->endpoints,
-                 s->endpoint_bytes, s->add_procs_usec);
+                 s->endpoint_bytes, s->send_table_bytes, s->reassembly_bytes, s->add_procs_usec);
     }
     opal_output(0, "%s", line);
     if (usnic_component.stats_relative) {
@@ -121,6 +122,13 @@ void opal_btl_usnic_stats_register_pvars(void)
                   MCA_BASE_PVAR_CLASS_LEVEL, offsetof(opal_btl_usnic_stats_t, endpoints));
     register_pvar("endpoint_bytes", "Memory held by this device's endpoints (bytes)",
                   MCA_BASE_PVAR_CLASS_SIZE, offsetof(opal_btl_usnic_stats_t, endpoint_bytes));
+    register_pvar("send_table_bytes", "Memory of this device's send tables, shared by its "
+                  "endpoints: held while segments are in flight, or free for reuse (bytes)",
+                  MCA_BASE_PVAR_CLASS_SIZE, offsetof(opal_btl_usnic_stats_t, send_table_bytes));
+    register_pvar("reassembly_bytes", "Memory of this device's reassembly slots, shared by its "
+                  "endpoints: held while a peer's fragment is being put together, or free for "
+                  "reuse (bytes)",
+                  MCA_BASE_PVAR_CLASS_SIZE, offsetof(opal_btl_usnic_stats_t, reassembly_bytes));
     /* generic: MPI_T reports sums relative to when a handle started */
     register_pvar("add_procs_usec", "Time spent adding peers (add_procs), microseconds",
                   MCA_BASE_PVAR_CLASS_GENERIC,

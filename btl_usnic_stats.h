@@ -50,12 +50,19 @@
     X(num_atomics, "emulated atomic operations started")                     \
     X(num_rdma_served, "GET and atomic requests of peers carried out (or refused)") \
     X(num_rdma_refused, "GET and atomic requests refused: outside memory registered for them") \
+    X(num_bad_handles, "PUTs, GETs and atomics of peers naming no registration of this process (slot out of range or empty, wrong or revoked key): refused, nothing written or read") \
     X(num_rdma_stray, "GET/atomic replies matching no outstanding request, dropped") \
     X(num_rdma_local, "PUTs, GETs and atomics on this process's own memory (NULL endpoint)") \
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \
     X(num_zcopy_chunks, "GET data chunks sent from the registered memory itself, not copied") \
     X(num_zcopy_unregistered, "regions registered for GETs that the device refused to register (their GET data is copied)") \
-    X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)")
+    X(num_conn_refused, "connectivity and liveness pings dropped unanswered: no valid authenticator (not from a process of this job) or malformed") \
+    X(num_conn_stray, "connectivity and liveness answers dropped: no valid authenticator, or for no ping outstanding to that peer (forged, replayed or late)") \
+    X(num_conn_budget, "wake-ups of the connectivity socket that used up their budget of datagrams (a flood; the rest waits for the next)") \
+    X(num_window_full, "segments that filled their peer's send window (the sender waits for an ACK)") \
+    X(num_window_grows, "send windows doubled: the window limited and the path delivered more for a larger one") \
+    X(num_window_reverts, "send windows halved again: the path delivered no more for the doubled window") \
+    X(num_table_grows, "send tables doubled for a growing window (what was in flight moved)")
 
 typedef struct {
 #define USNIC_STATS_FIELD(name, desc) uint64_t name;
@@ -67,6 +74,8 @@ typedef struct {
     /* state, never reset by relative reports */
     uint64_t endpoints;                 /* endpoints now */
     uint64_t endpoint_bytes;            /* memory they hold now */
+    uint64_t send_table_bytes;          /* pooled send tables: held for data in flight, or free */
+    uint64_t reassembly_bytes;          /* pooled reassembly slots: held while reassembling, or free */
     uint64_t add_procs_usec;            /* time spent in add_procs, in total */
 } opal_btl_usnic_stats_t;
 

@@ -50,6 +50,7 @@
 #define UDP_MAX_DATAGRAM (9000 - UDP_IP_OVERHEAD)
 /* recvmmsg batch; progress asks for at most this many per poll anyway */
 #define UDP_RECV_BATCH 32
+#define UDP_RECV_MIN 4
 /* A full socket send buffer or a netfilter refusal (EPERM) passes: the
  * send is tried again this many times, then left to the retransmit timer
  * as a datagram lost on the wire. */
@@ -88,6 +89,13 @@ struct opal_btl_usnic_hwchan {
     /* posted receive buffers, oldest first */
     opal_btl_usnic_recv_seg_t *rq_head, **rq_tail;
     int rq_count;
+    /* Slots offered to recvmmsg: twice what the last call got, at least a
+     * few, so an idle poll sets up only those. */
+    int batch;
+    /* recvmmsg's arguments, set up once; a call fills in the buffers */
+    struct mmsghdr mm[UDP_RECV_BATCH];
+    struct iovec iov[UDP_RECV_BATCH];
+    struct sockaddr_in from[UDP_RECV_BATCH];
 };
 
 static char udp_mr;                 /* every registration: nothing to undo */
@@ -350,6 +358,12 @@ static int udp_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     ch->dev_name = req->dev_name;
     ch->qkey = req->qkey;
     ch->rq_tail = &ch->rq_head;
+    ch->batch = UDP_RECV_MIN;
+    for (int i = 0; i < UDP_RECV_BATCH; ++i) {
+        ch->mm[i].msg_hdr.msg_name = &ch->from[i];
+        ch->mm[i].msg_hdr.msg_iov = &ch->iov[i];
+        ch->mm[i].msg_hdr.msg_iovlen = 1;
+    }
     *out = ch;
     rc = make_cq(ch, cq_of, req->cq_num);
     if (OPAL_SUCCESS == rc) {
@@ -462,77 +476,60 @@ static int udp_post_recv(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_recv_seg_t 
     return OPAL_SUCCESS;
 }
 
-/* Put back buffers a batch did not use, in front, in their order. */
-static void unpop(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_recv_seg_t **seg, int from, int to)
-{
-    for (int i = to - 1; i >= from; --i) {
-        seg[i]->next = ch->rq_head;
-        if (NULL == ch->rq_head) {
-            ch->rq_tail = &seg[i]->next;
-        }
-        ch->rq_head = seg[i];
-        ++ch->rq_count;
-    }
-}
-
-/* Up to max datagrams of one socket, into its oldest posted buffers. */
+/* Up to max datagrams of one socket, into its oldest posted buffers (which
+ * stay posted until a datagram took them). */
 static int recv_batch(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int max)
 {
-    struct mmsghdr mm[UDP_RECV_BATCH];
-    struct iovec iov[UDP_RECV_BATCH];
-    struct sockaddr_in from[UDP_RECV_BATCH];
-    opal_btl_usnic_recv_seg_t *seg[UDP_RECV_BATCH];
-    int k = max < UDP_RECV_BATCH ? max : UDP_RECV_BATCH, got;
+    opal_btl_usnic_recv_seg_t *seg = ch->rq_head;
+    int k = max < ch->batch ? max : ch->batch, got;
 
     if (k > ch->rq_count) {
         k = ch->rq_count;
     }
-    for (int i = 0; i < k; ++i) {
-        seg[i] = ch->rq_head;
-        ch->rq_head = seg[i]->next;
-        iov[i].iov_base = seg[i]->buf + UDP_QKEY_OFF;
-        iov[i].iov_len = seg[i]->len - UDP_QKEY_OFF;
-        memset(&mm[i].msg_hdr, 0, sizeof(mm[i].msg_hdr));
-        mm[i].msg_hdr.msg_name = &from[i];
-        mm[i].msg_hdr.msg_namelen = sizeof(from[i]);
-        mm[i].msg_hdr.msg_iov = &iov[i];
-        mm[i].msg_hdr.msg_iovlen = 1;
+    for (int i = 0; i < k; ++i, seg = seg->next) {
+        ch->iov[i].iov_base = seg->buf + UDP_QKEY_OFF;
+        ch->iov[i].iov_len = seg->len - UDP_QKEY_OFF;
+        ch->mm[i].msg_hdr.msg_namelen = sizeof(ch->from[i]);
     }
-    if (NULL == ch->rq_head) {
-        ch->rq_tail = &ch->rq_head;
-    }
-    ch->rq_count -= k;
-    got = 0 == k ? 0 : recvmmsg(ch->fd, mm, (unsigned) k, MSG_DONTWAIT, NULL);
+    got = 0 == k ? 0 : recvmmsg(ch->fd, ch->mm, (unsigned) k, MSG_DONTWAIT, NULL);
     if (OPAL_UNLIKELY(got < 0)) {
         int err = errno;
-        unpop(ch, seg, 0, k);
         if (EAGAIN == err || EWOULDBLOCK == err || EINTR == err) {
+            ch->batch = UDP_RECV_MIN;
             return 0;
         }
         show_failed(ch->dev_name, "recvmmsg", err);
         return -1;
     }
-    unpop(ch, seg, got, k);
+    ch->batch = 2 * got < UDP_RECV_MIN ? UDP_RECV_MIN
+                : 2 * got > UDP_RECV_BATCH ? UDP_RECV_BATCH : 2 * got;
     for (int i = 0; i < got; ++i) {
+        const struct msghdr *mh = &ch->mm[i].msg_hdr;
+        uint32_t bytes = ch->mm[i].msg_len, qkey;
         opal_btl_usnic_cqe_t *c = &cqe[i];
-        uint32_t qkey;
 
-        c->cookie = &seg[i]->base;
+        seg = ch->rq_head;
+        ch->rq_head = seg->next;
+        c->cookie = &seg->base;
         c->status = USNIC_CQE_OK;
         c->code = 0;
         c->grh = true;
-        c->src_qp = ntohs(from[i].sin_port);
-        c->len = UDP_QKEY_OFF + mm[i].msg_len;
-        memcpy(&qkey, seg[i]->buf + UDP_QKEY_OFF, sizeof(qkey));
+        c->src_qp = ntohs(ch->from[i].sin_port);
+        c->len = UDP_QKEY_OFF + bytes;
+        memcpy(&qkey, seg->buf + UDP_QKEY_OFF, sizeof(qkey));
         /* Dropped as a queue pair drops them, but counted (receive errors). */
-        if (OPAL_UNLIKELY(mm[i].msg_len < UDP_QKEY_LEN || qkey != ch->qkey)) {
+        if (OPAL_UNLIKELY(bytes < UDP_QKEY_LEN || qkey != ch->qkey)) {
             c->status = USNIC_CQE_ERROR;
             c->code = UDP_DROP_QKEY;
-        } else if (OPAL_UNLIKELY(0 != (mm[i].msg_hdr.msg_flags & MSG_TRUNC))) {
+        } else if (OPAL_UNLIKELY(0 != (mh->msg_flags & MSG_TRUNC))) {
             c->status = USNIC_CQE_ERROR;
             c->code = UDP_DROP_TRUNCATED;
         }
-        memcpy(seg[i]->buf + USNIC_GRH_IPV4_SRC_OFF, &from[i].sin_addr.s_addr, 4);
+        memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, &ch->from[i].sin_addr.s_addr, 4);
+    }
+    ch->rq_count -= got;
+    if (NULL == ch->rq_head) {
+        ch->rq_tail = &ch->rq_head;
     }
     return got;
 }

@@ -6,6 +6,7 @@
  * Pure reliability arithmetic; see btl_usnic_window.h.
  */
 
+#include <stddef.h>
 #include <string.h>
 
 #include "btl_usnic_window.h"
@@ -62,6 +63,75 @@ void usnic_tx_cwnd_grow(usnic_tx_window_t *w, uint32_t acked)
         w->cwnd = USNIC_CWND_OPEN;
     }
     usnic_tx_window_limit(w);
+}
+
+static void bdp_round_start(usnic_tx_window_t *w, double now_us)
+{
+    w->round_active = true;
+    w->round_blocked = false;
+    w->round_loss = false;
+    w->round_seq = (uint16_t)(w->next_seq_to_send - 1);
+    w->round_ack = w->ack_seq_rcvd;
+    w->round_start_us = now_us;
+}
+
+void usnic_tx_bdp_blocked(usnic_tx_window_t *w, double now_us)
+{
+    if (w->round_active) {
+        w->round_blocked = true;
+    } else if (usnic_tx_bdp_limits(w)) {
+        bdp_round_start(w, now_us);
+    }
+}
+
+/* Double bdp (up to size) and remember what it delivered before. */
+static bool bdp_probe(usnic_tx_window_t *w, double rate)
+{
+    uint32_t next = w->bdp < w->size / 2 ? 2 * w->bdp : w->size;
+
+    w->probing = next > w->bdp;
+    if (!w->probing) {
+        return false;
+    }
+    w->prev_bdp = w->bdp;
+    w->prev_rate = rate;
+    w->bdp = next;
+    return true;
+}
+
+bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us)
+{
+    double dt = now_us - w->round_start_us;
+    double rate = (uint16_t)(w->ack_seq_rcvd - w->round_ack) / (dt > 0.01 ? dt : 0.01);
+    uint32_t before = w->bdp;
+
+    w->round_active = false;
+    if (w->round_loss || !w->round_blocked || !usnic_tx_bdp_limits(w)) {
+        /* a loss is the congestion window's (and so is a window it
+         * limits); an unfilled window covers the flow: either way the
+         * round says nothing about the path */
+        w->probing = false;
+    } else if (w->probing) {
+        if (8 * rate >= 9 * w->prev_rate) {
+            bdp_probe(w, rate);
+        } else {
+            w->bdp = w->prev_bdp;
+            w->probing = false;
+            w->hold = USNIC_BDP_HOLD;
+        }
+    } else if (w->hold > 0) {
+        --w->hold;
+    } else {
+        bdp_probe(w, rate);
+    }
+    /* still limited by the window: measure the next round at once (not
+     * if all is ACKed: that round would end at the next ACK, whenever the
+     * sender sends again, and count the pause as the path's) */
+    if (w->round_blocked && 0 != usnic_tx_window_inflight(w)) {
+        bdp_round_start(w, now_us);
+    }
+    usnic_tx_window_limit(w);
+    return w->bdp != before;
 }
 
 void usnic_rx_window_init(usnic_rx_window_t *w, uint16_t first_seq, uint32_t size, uint64_t *bits)
@@ -352,4 +422,71 @@ uint64_t usnic_rdma_atomic(void *mem, const usnic_rdma_msg_t *m)
         USNIC_ATOMIC_BODY(uint32_t);
     }
     USNIC_ATOMIC_BODY(uint64_t);
+}
+
+/* ---- connectivity messages ---- */
+
+static inline uint64_t rotl64(uint64_t x, int b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+#define SIP_ROUND(v0, v1, v2, v3)                                                           \
+    do {                                                                                     \
+        v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);                       \
+        v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                                             \
+        v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                                             \
+        v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);                        \
+    } while (0)
+
+/* len bytes (at most 8) at p, little-endian */
+static inline uint64_t load_le(const uint8_t *p, size_t len)
+{
+    uint64_t v = 0;
+
+    for (size_t i = 0; i < len; ++i) {
+        v |= (uint64_t) p[i] << (8 * i);
+    }
+    return v;
+}
+
+uint64_t usnic_siphash24(const uint32_t key[4], const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint64_t k0 = key[0] | (uint64_t) key[1] << 32, k1 = key[2] | (uint64_t) key[3] << 32;
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    uint64_t m;
+    size_t left = len;
+
+    for (; left >= 8; left -= 8, p += 8) {
+        m = load_le(p, 8);
+        v3 ^= m;
+        SIP_ROUND(v0, v1, v2, v3);
+        SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    m = load_le(p, left) | (uint64_t) (len & 0xff) << 56;
+    v3 ^= m;
+    SIP_ROUND(v0, v1, v2, v3);
+    SIP_ROUND(v0, v1, v2, v3);
+    v0 ^= m;
+    v2 ^= 0xff;
+    for (int i = 0; i < 4; ++i) {
+        SIP_ROUND(v0, v1, v2, v3);
+    }
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t usnic_conn_mac(const uint32_t key[4], const usnic_conn_msg_t *m, uint32_t from_ip,
+                        uint16_t from_port, uint32_t to_ip, uint16_t to_port)
+{
+    uint8_t b[offsetof(usnic_conn_msg_t, mac) + 12];
+
+    memcpy(b, m, offsetof(usnic_conn_msg_t, mac));
+    memcpy(b + offsetof(usnic_conn_msg_t, mac), &from_ip, 4);
+    memcpy(b + offsetof(usnic_conn_msg_t, mac) + 4, &from_port, 2);
+    memcpy(b + offsetof(usnic_conn_msg_t, mac) + 6, &to_ip, 4);
+    memcpy(b + offsetof(usnic_conn_msg_t, mac) + 10, &to_port, 2);
+    return usnic_siphash24(key, b, sizeof(b));
 }

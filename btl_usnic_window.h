@@ -26,32 +26,73 @@
 #define USNIC_CWND_OPEN UINT32_MAX
 #define USNIC_CWND_MIN 4
 
+/* The window that follows the path (usnic_tx_bdp_*) starts here: enough
+ * for a LAN's bandwidth-delay product, and what the window was before it
+ * adapted. */
+#define USNIC_TX_WINDOW_INIT 256
+/* Window-limited rounds without a probe after one that did not pay. */
+#define USNIC_BDP_HOLD 16
+
 typedef struct {
     uint16_t next_seq_to_send;  /* next sequence number to assign */
     uint16_t ack_seq_rcvd;      /* highest sequence cumulatively ACKed */
     uint32_t size;              /* how many may be outstanding: the peer's buffers */
     uint32_t cwnd;              /* ... and the congestion window (AIMD) */
-    uint32_t limit;             /* the smaller of the two (usnic_tx_window_limit) */
+    uint32_t bdp;               /* ... and the path's measured bandwidth-delay product */
+    uint32_t slots;             /* ... and the send table's slots (grown on demand) */
+    uint32_t limit;             /* the smallest of them (usnic_tx_window_limit) */
     uint32_t ssthresh;          /* below it cwnd grows per ACKed segment, above per round */
     uint32_t cwnd_acked;        /* segments ACKed toward the next +1 above ssthresh */
     uint16_t cut_seq;           /* last sequence sent when cwnd was last cut */
     bool cut_active;            /* a cut happened and cut_seq is not yet ACKed */
     bool loss_seen;             /* loss_seq holds the last segment found lost */
     uint16_t loss_seq;
+    /* A round of the bandwidth-delay estimate: from a send that filled the
+     * window (round_seq) until its ACK, only while the window limits. */
+    bool round_active;
+    bool round_blocked;         /* the window filled again during the round */
+    bool round_loss;            /* a loss was seen during the round */
+    bool probing;               /* bdp was doubled at the last round's end */
+    uint16_t round_seq;
+    uint16_t round_ack;         /* ack_seq_rcvd when the round started */
+    uint32_t hold;              /* rounds left before the next probe */
+    uint32_t prev_bdp;          /* bdp before the probe */
+    double prev_rate;           /* segments per microsecond at prev_bdp */
+    double round_start_us;
 } usnic_tx_window_t;
 
-/* After a change of size or cwnd: one comparison per room test instead of two. */
+/* After a change of size, cwnd, bdp or slots: one comparison per room test. */
 static inline void usnic_tx_window_limit(usnic_tx_window_t *w)
 {
-    w->limit = w->cwnd < w->size ? w->cwnd : w->size;
+    uint32_t l = w->cwnd < w->size ? w->cwnd : w->size;
+
+    l = w->bdp < l ? w->bdp : l;
+    w->limit = w->slots < l ? w->slots : l;
 }
 
+/* The window the path and the peer allow, whatever the send table holds. */
+static inline uint32_t usnic_tx_window_want(const usnic_tx_window_t *w)
+{
+    uint32_t l = w->cwnd < w->size ? w->cwnd : w->size;
+
+    return w->bdp < l ? w->bdp : l;
+}
+
+/* (No table bound: the engine sets slots to its table's.) */
 static inline void usnic_tx_window_init(usnic_tx_window_t *w, uint16_t isn, uint32_t size)
 {
     w->next_seq_to_send = isn;
     w->ack_seq_rcvd = (uint16_t)(isn - 1);
     w->size = size;
     w->cwnd = USNIC_CWND_OPEN;
+    w->bdp = USNIC_TX_WINDOW_INIT;
+    w->slots = UINT32_MAX;
+    w->round_active = w->round_blocked = w->round_loss = w->probing = false;
+    w->round_seq = w->round_ack = 0;
+    w->hold = 0;
+    w->prev_bdp = 0;
+    w->prev_rate = 0;
+    w->round_start_us = 0;
     w->ssthresh = 0;
     w->cwnd_acked = 0;
     w->cut_seq = 0;
@@ -132,6 +173,32 @@ static inline void usnic_tx_cwnd_restore(usnic_tx_window_t *w, const usnic_tx_cw
     w->cut_seq = s->cut_seq;
     w->cut_active = s->cut_active;
     usnic_tx_window_limit(w);
+}
+
+/* The window that follows the path.  Its bound is the bandwidth-delay
+ * product: what the path delivers per round trip.  Only a sender that the
+ * window limits measures it, in rounds from a send that filled the window
+ * to that send's ACK; a round without a loss whose window filled again
+ * doubles bdp (up to size), and the next round shows whether the path
+ * delivered at least 1/8 more for it: if so the window keeps growing, if
+ * not the extra segments only waited in a queue (the receiver's buffers,
+ * a late receiver), and bdp goes back for USNIC_BDP_HOLD rounds.  Losses
+ * are the congestion window's (it still bounds the window); a round with
+ * one changes nothing.  No clock read unless the window fills. */
+/* Whether bdp is what limits (not the congestion window after a cut): only
+ * then does a full window say anything about the path's product. */
+static inline bool usnic_tx_bdp_limits(const usnic_tx_window_t *w)
+{
+    return w->bdp <= w->cwnd;
+}
+/* A send filled the window at now_us (a round starts if bdp limits). */
+void usnic_tx_bdp_blocked(usnic_tx_window_t *w, double now_us);
+/* The ACK covered round_seq at now_us: judge the round; true if bdp changed. */
+bool usnic_tx_bdp_round_end(usnic_tx_window_t *w, double now_us);
+/* Whether an ACK up to ack ends the current round (inline: every new ACK). */
+static inline bool usnic_tx_bdp_round_done(const usnic_tx_window_t *w, uint16_t ack)
+{
+    return w->round_active && USNIC_SEQ_DIFF16(ack, w->round_seq) >= 0;
 }
 
 typedef enum {
@@ -331,7 +398,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         }
         return USNIC_PKT_OK;
     case USNIC_PAYLOAD_TYPE_FRAG:
-        if (sizeof(*h) + (size_t)h->payload_len != len) {
+        if (sizeof(*h) + (size_t)h->payload_len != len ||
+            (0 != h->put_addr && h->payload_len < usnic_put_ref_len(h->tag, h->put_addr))) {
             return USNIC_PKT_BAD_LENGTH;
         }
         return USNIC_PKT_OK;
@@ -339,7 +407,8 @@ static inline usnic_pkt_result_t usnic_pkt_validate(const void *buf, size_t len,
         if (len < sizeof(*ch)) {
             return USNIC_PKT_SHORT;
         }
-        if (sizeof(*ch) + (size_t)h->payload_len != len) {
+        if (sizeof(*ch) + usnic_put_ref_len(h->tag, h->put_addr) + (size_t)h->payload_len !=
+            len) {
             return USNIC_PKT_BAD_LENGTH;
         }
         if (0 == ch->frag_id || 0 == ch->frag_size || 0 == h->payload_len ||
@@ -363,6 +432,27 @@ const char *usnic_pkt_result_str(usnic_pkt_result_t r);
  * bytes at an address aligned to that width, a known operation.  Whether
  * the target memory may be accessed is the engine's question. */
 usnic_pkt_result_t usnic_rdma_msg_check(const void *buf, size_t len, uint32_t max_get);
+
+/* ---- connectivity messages ---- */
+
+/* SipHash-2-4 (Aumasson and Bernstein) of len bytes under a 128-bit key
+ * (key[0] the lowest 32 bits). */
+uint64_t usnic_siphash24(const uint32_t key[4], const void *data, size_t len);
+
+/* The authenticator of connectivity message m (all but its mac field),
+ * sent from from_ip:from_port to to_ip:to_port (network order), under
+ * the key of the process pinged. */
+uint64_t usnic_conn_mac(const uint32_t key[4], const usnic_conn_msg_t *m, uint32_t from_ip,
+                        uint16_t from_port, uint32_t to_ip, uint16_t to_port);
+
+/* Whether answer nonce n is for a liveness ping still outstanding: one of
+ * the last USNIC_LIVE_NONCES pings sent (the last had nonce sent), newer
+ * than the last answer counted (answered).  Each counts once. */
+#define USNIC_LIVE_NONCES 4
+static inline bool usnic_live_nonce_ok(uint64_t n, uint64_t sent, uint64_t answered)
+{
+    return sent - n < USNIC_LIVE_NONCES && n - answered - 1 < sent - answered;
+}
 
 /* Carries out a checked atomic request on mem (aligned, m->width bytes)
  * with the CPU's atomic instructions, so that it is atomic also against

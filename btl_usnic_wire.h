@@ -103,6 +103,30 @@ static inline bool usnic_is_get_data(uint8_t tag, uint64_t put_addr)
     return USNIC_TAG_RDMA == tag && 0 != put_addr;
 }
 
+/* Whether it is an emulated PUT (written at put_addr). */
+static inline bool usnic_is_put(uint8_t tag, uint64_t put_addr)
+{
+    return USNIC_TAG_RDMA != tag && 0 != put_addr;
+}
+
+/* The target's registration a PUT, GET or atomic names: the handle the
+ * target's btl_register_mem gave out (a slot of its table and the random
+ * key of that registration).  Every PUT datagram carries one: a FRAG's
+ * payload starts with it (payload_len counts it), a CHUNK has it between
+ * the chunk header and the data (payload_len counts the data only, so
+ * that chunk offsets stay in data bytes). */
+typedef struct {
+    uint64_t key;
+    uint32_t index;
+    uint32_t pad;
+} usnic_reg_ref_t;
+
+/* Bytes between a datagram's (chunk) header and its data. */
+static inline uint32_t usnic_put_ref_len(uint8_t tag, uint64_t put_addr)
+{
+    return usnic_is_put(tag, put_addr) ? (uint32_t) sizeof(usnic_reg_ref_t) : 0;
+}
+
 enum {
     USNIC_RDMA_GET = 1,     /* read len bytes at addr */
     USNIC_RDMA_AOP = 2,     /* atomic aop with operand, no result wanted */
@@ -140,10 +164,11 @@ typedef struct {
     uint64_t addr;          /* target address (requests) */
     uint64_t operand;       /* atomics; in a reply the old value */
     uint64_t operand2;      /* compare-and-swap: the value written */
+    usnic_reg_ref_t reg;    /* requests: the target's registration */
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 5
+#define USNIC_MODEX_VERSION 6
 
 /* What carries a device's datagrams (usnic_modex_addr_t.transport; 0,
  * "auto", is only a value of btl_usnic_transport). */
@@ -165,19 +190,27 @@ typedef struct {
     uint32_t if_mtu;            /* MTU of the netdev (connectivity pings) */
     uint32_t rcv_depth;         /* receive buffers a sender may count on, data channel */
     uint32_t prio_rcv_depth;    /* the same for the priority channel */
+    uint32_t conn_key[4];       /* SipHash key of this process's connectivity messages
+                                 * (getrandom; travels only here, never printed) */
     uint8_t transport;          /* USNIC_TRANSPORT_*: peers must use the same */
     uint8_t pad[3];
 } usnic_modex_addr_t;
 
 _Static_assert(sizeof(usnic_btl_header_t) == 32, "BTL header must be 32 bytes");
 _Static_assert(sizeof(usnic_btl_chunk_header_t) == 48, "chunk header must be 48 bytes");
-_Static_assert(sizeof(usnic_modex_addr_t) == 72, "modex record must be 72 bytes");
-_Static_assert(sizeof(usnic_rdma_msg_t) == 40, "GET/atomic message header must be 40 bytes");
+_Static_assert(sizeof(usnic_modex_addr_t) == 88, "modex record must be 88 bytes");
+_Static_assert(sizeof(usnic_rdma_msg_t) == 56, "GET/atomic message header must be 56 bytes");
+_Static_assert(sizeof(usnic_reg_ref_t) == 16, "registration reference must be 16 bytes");
 
 /* Connectivity checker datagram (UDP, from the BTL's own socket): a PING is
- * padded to its size; the ACK repeats that size.  A LIVE_PING (16 bytes,
- * magic PING) asks whether the peer process is alive; its LIVE_ACK (magic
- * ACK) carries in size the milliseconds since the peer last ran progress. */
+ * padded to its size; the ACK repeats that size.  A LIVE_PING asks whether
+ * the peer process is alive; its LIVE_ACK (magic ACK) carries in size the
+ * milliseconds since the peer last ran progress.  A ping carries a nonce
+ * its answer repeats.  Both are authenticated with the key of the process
+ * pinged (conn_key of its modex record, so known only to the job): mac is
+ * SipHash-2-4 under that key over the other fields and the sender's and
+ * receiver's address and port (usnic_conn_mac).  The key itself never
+ * travels on the wire. */
 #define USNIC_CONN_MAGIC_PING 0x75736e6963504e47ULL
 #define USNIC_CONN_MAGIC_ACK 0x75736e69634b4341ULL
 enum { USNIC_CONN_PING = 17, USNIC_CONN_ACK = 18, USNIC_CONN_LIVE_PING = 19,
@@ -187,7 +220,9 @@ typedef struct {
     uint8_t type;
     uint8_t pad[3];
     uint32_t size;
+    uint64_t nonce;         /* chosen by the pinger, repeated by the answer */
+    uint64_t mac;
 } usnic_conn_msg_t;
-_Static_assert(sizeof(usnic_conn_msg_t) == 16, "connectivity message must be 16 bytes");
+_Static_assert(sizeof(usnic_conn_msg_t) == 32, "connectivity message must be 32 bytes");
 
 #endif /* BTL_USNIC_WIRE_H */

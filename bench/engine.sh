@@ -3,17 +3,17 @@
 # reliability engine, counted by callgrind (no VM, a few seconds). Builds bench/engine/ (the
 # unit tests' fake device and engine world driven by an ob1-like caller) and runs it under
 # valgrind --tool=callgrind. Counted: everything executed inside the BTL entry points
-# (btl_sendi, btl_prepare_src, btl_send, btl_get) and opal_btl_usnic_module_progress, libc,
-# opal and libevent included, except the fake device (its post, repost and poll functions,
-# the network between the two modules) and the test PML's callbacks (receive, send and GET
+# (btl_sendi, btl_prepare_src, btl_send, btl_get, btl_put) and opal_btl_usnic_module_progress,
+# libc, opal and libevent included, except the fake device (its post, repost and poll functions,
+# the network between the two modules) and the test PML's callbacks (receive, send, GET and PUT
 # done).
 # Writes to DIR (default bench/results/engine):
 #   results.md        instructions per 8 B message, per idle and per waiting progress pass, per 4 KiB chunk
-#                     of a send and of a GET's data, the scaling table (1 to 10,000 peers), the most expensive functions
+#                     of a send and of a GET's data, per 64 B PUT, the scaling table (1 to 10,000 peers), the most expensive functions
 #   counts.txt        the program's own counts per phase (messages, passes, chunks, peers)
 #   totals.txt        instructions per phase (callgrind's totals)
 #   PHASE.functions.txt   self instructions per function of each phase
-# --check: compare the five headline figures with bench/engine-baseline.txt and fail if
+# --check: compare the six headline figures with bench/engine-baseline.txt and fail if
 # any grew by more than 5%; prints "engine: N passed, N failed" (one per figure).
 # --update-baseline: write the figures of this run into bench/engine-baseline.txt.
 # --report-only: no run; results.md (and --check) from the counts, totals and function
@@ -40,9 +40,11 @@ done
 # inside the fake device and the PML callbacks they call (collection is off elsewhere).
 # usnic_send* stands for usnic_send and usnic_sendi: callgrind 3.19 ignores
 # --toggle-collect=usnic_sendi when usnic_send and another name come after it.
-counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_get opal_btl_usnic_module_progress)
-excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done pml_get_done)
-phases=(ping idle wait chunk get)
+counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_get usnic_put
+         opal_btl_usnic_module_progress)
+excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done pml_get_done
+          pml_put_done)
+phases=(ping idle wait chunk get put)
 for n in 1 100 1000 10000; do phases+=("scale-$n" "scale-$n-idle"); done
 
 # measure: run the benchmark under callgrind; counts.txt, totals.txt and the function
@@ -103,7 +105,7 @@ measure() {
 }
 
 if [ "$report_only" = 0 ] && ! measure; then
-    [ "$check" = 1 ] && echo "engine: 0 passed, 5 failed"
+    [ "$check" = 1 ] && echo "engine: 0 passed, 6 failed"
     exit 1
 fi
 
@@ -118,8 +120,8 @@ per() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n }'; }
 total() { awk -v p="$1" '$1 == p { print $2 }' "$out/totals.txt"; }
 
 msgs=$(count ping messages) passes=$(count idle passes) chunks=$(count chunk chunks)
-gchunks=$(count get chunks) wpasses=$(count wait passes)
-for v in "$msgs" "$passes" "$wpasses" "$chunks" "$gchunks"; do
+gchunks=$(count get chunks) wpasses=$(count wait passes) nputs=$(count put puts)
+for v in "$msgs" "$passes" "$wpasses" "$chunks" "$gchunks" "$nputs"; do
     if [ -z "$v" ] || [ "$v" -le 0 ]; then echo "engine.sh: a count is missing" >&2; exit 1; fi
 done
 ping=$(per "$(total ping)" "$msgs")
@@ -127,6 +129,7 @@ idle=$(per "$(total idle)" "$passes")
 wait=$(per "$(total wait)" "$wpasses")
 chunk=$(per "$(total chunk)" "$chunks")
 get=$(per "$(total get)" "$gchunks")
+put=$(per "$(total put)" "$nputs")
 
 # top PHASE N UNITS: the N functions with the highest self cost, per unit
 top() {
@@ -155,11 +158,11 @@ byobj() {
     echo "phase's total by a few instructions from run to run (0.001% or less)."
     echo
     echo "Counted: everything executed inside \`btl_sendi\`, \`btl_prepare_src\`, \`btl_send\`,"
-    echo "\`btl_get\` and \`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
+    echo "\`btl_get\`, \`btl_put\` and \`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
     echo "fake device's operations (\`fake_post_send\`, \`fake_post_recv\`, \`fake_poll\`) and the"
     echo "network that carries datagrams between the modules, which stand in for the verbs glue"
     echo "and the NIC (the component's books above the device table are counted); the test PML's"
-    echo "callbacks (\`pml_recv\`, \`pml_send_done\`, \`pml_get_done\`); and the PML's own work around the calls"
+    echo "callbacks (\`pml_recv\`, \`pml_send_done\`, \`pml_get_done\`, \`pml_put_done\`); and the PML's own work around the calls"
     echo "(convertor set-up, headers), as in ob1."
     echo
     echo "| figure | instructions | measured over |"
@@ -169,6 +172,7 @@ byobj() {
     echo "| per waiting progress pass (an 8 B message out, its answer not in yet: the retransmit timer runs) | **$wait** | $wpasses passes |"
     echo "| per 4 KiB chunk (64 KiB messages: prepare_src + send, receive, reassembly, ACKs) | **$chunk** | $chunks chunks of $(count chunk messages) messages |"
     echo "| per 4 KiB chunk of GET data (256 KiB GETs, $(count get gets) of them 2 at a time: request, chunks read from the target's memory, placed in the initiator's buffer, ACKs) | **$get** | $gchunks chunks |"
+    echo "| per 64 B PUT (btl_put, the target's check and copy, ACKs; $(count put registrations) more registrations on the target, the one written to last) | **$put** | $nputs PUTs, 8 at a time |"
     echo
     echo "An 8 B message costs its sender's \`btl_sendi\` and one progress pass of its receiver"
     echo "(ACKs ride on the replies: $(count ping ack_sends) standalone ACKs in the phase)."
@@ -184,11 +188,13 @@ byobj() {
     echo "above, $(count scale-1 messages) messages, then $(count scale-1-idle passes) idle passes."
     echo "\`btl_usnic_peer_timeout\` has its default (30 s), so progress walks all endpoints"
     echo "every 1024 passes (of all modules together). Memory: the module's"
-    echo "\`endpoint_bytes\` counter after the measurement, and the growth of the resident set"
-    echo "while the peers were added (under valgrind; includes the proc records and hash table)."
+    echo "\`endpoint_bytes\` counter after the measurement, its pooled send tables"
+    echo "(\`send_table_bytes\`: held while data is in flight, or free for reuse; per module, not"
+    echo "per peer), and the growth of the resident set while the peers were added (under"
+    echo "valgrind; includes the proc records, hash table and the bench's own proc objects)."
     echo
-    echo "| peers | per message | vs 1 peer | per idle pass | vs 1 peer | endpoint_bytes per peer | RSS growth per added peer | send window | priority window |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| peers | per message | vs 1 peer | per idle pass | vs 1 peer | endpoint_bytes per peer | send tables (module) | RSS growth per added peer | send window | priority window |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     base=$(per "$(total scale-1)" "$(count scale-1 messages)")
     ibase=$(per "$(total scale-1-idle)" "$(count scale-1-idle passes)")
     for n in 1 100 1000 10000; do
@@ -197,20 +203,22 @@ byobj() {
         i=$(per "$(total "$p-idle")" "$(count "$p-idle" passes)")
         rss=$(count "$p" rss_delta)
         awk -v n="$n" -v v="$v" -v b="$base" -v i="$i" -v ib="$ibase" \
-            -v eb="$(count "$p" endpoint_bytes)" -v rss="$rss" \
+            -v eb="$(count "$p" endpoint_bytes)" -v tb="$(count "$p" send_table_bytes)" \
+            -v rss="$rss" \
             -v win="$(count "$p" window)" -v pw="$(count "$p" prio_window)" 'BEGIN {
-            printf "| %d | %.1f | %.3f | %.1f | %.3f | %.0f | %s | %d | %d |\n", n, v, v / b,
-                   i, i / ib, eb / n, (n > 1 && rss >= 0) ? sprintf("%.0f", rss / (n - 1)) : "–",
-                   win, pw }'
+            printf "| %d | %.1f | %.3f | %.1f | %.3f | %.0f | %d | %s | %d | %d |\n", n, v,
+                   v / b, i, i / ib, eb / n, tb,
+                   (n > 1 && rss >= 0) ? sprintf("%.0f", rss / (n - 1)) : "–", win, pw }'
     done
     echo
-    for p in ping idle wait chunk get; do
+    for p in ping idle wait chunk get put; do
         case $p in
             ping) n=$msgs unit="per message" ;;
             idle) n=$passes unit="per pass" ;;
             wait) n=$wpasses unit="per pass" ;;
             chunk) n=$chunks unit="per chunk" ;;
             get) n=$gchunks unit="per chunk" ;;
+            put) n=$nputs unit="per PUT" ;;
         esac
         echo "## $p: where the instructions go ($unit)"
         echo
@@ -225,7 +233,7 @@ byobj() {
     done
 } > "$out/results.md"
 echo "engine.sh: per 8 B message $ping, per idle pass $idle, per waiting pass $wait, per 4 KiB chunk $chunk," \
-     "per 4 KiB of GET $get instructions ($out/results.md)"
+     "per 4 KiB of GET $get, per 64 B PUT $put instructions ($out/results.md)"
 
 if [ "$update" = 1 ]; then
     {
@@ -236,13 +244,14 @@ if [ "$update" = 1 ]; then
         echo "wait_pass $wait"
         echo "chunk $chunk"
         echo "get_chunk $get"
+        echo "put $put"
     } > "$baseline"
     echo "engine.sh: wrote $baseline"
 fi
 if [ "$check" = 1 ]; then
-    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 5 failed"; exit 1; }
+    [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 6 failed"; exit 1; }
     np=0 nf=0
-    for pair in "ping_message $ping" "idle_pass $idle" "wait_pass $wait" "chunk $chunk" "get_chunk $get"; do
+    for pair in "ping_message $ping" "idle_pass $idle" "wait_pass $wait" "chunk $chunk" "get_chunk $get" "put $put"; do
         read -r name now <<< "$pair"
         was=$(awk -v k="$name" '$1 == k { print $2 }' "$baseline")
         if [ -z "$was" ]; then

@@ -6,6 +6,7 @@
 #   latency.png, bandwidth.png (gnuplot), and the .dat files they are drawn from
 # Exits 1 if a benchmark failed or an expected number is missing (fewer rounds than
 # planned, or not positive), 2 on bad usage.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 out=$(readlink -f "${1:?usage: bench/native-report.sh OUTDIR}")
 plan=$out/plan.txt

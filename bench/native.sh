@@ -29,6 +29,7 @@
 # Exits non-zero if the world, a benchmark or the report failed, or a number is missing.
 # Benchmarks the usnic component installed in Open MPI. NETNS_WORLD overrides the path of
 # the world script.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every benchmark whatever fails, records each exit code (README, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 

@@ -1,6 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  * $COPYRIGHT$
+ * SPDX-License-Identifier: BSD-3-Clause
  *
  * rawudp: what kernel UDP sockets alone give between two hosts, the limit of
  * usnic's UDP mode.  The sockets are used as a BTL would use them: non-blocking,

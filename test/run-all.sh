@@ -48,7 +48,7 @@ TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # packages, VM image and Debian 13 world take several minutes more)
 declare -A est=([deps]=240 [lint]=20 [build]=60 [install]=5 [unit]=60 [build5]=60
     [install5]=5 [unit5]=60 [engine]=60 [intree]=660 [fuzz]=150 [deb]=30 [deb5]=60
-    [vm]=1260 [vm5]=390 [bench]=90)
+    [native]=420 [native4]=360 [vm]=900 [vm5]=420 [bench]=90 [nbench]=60)
 declare -A took=()
 estimate() {
     local from="defaults" name line total=0

@@ -19,6 +19,11 @@
  *   chunk    a stream of 64 KiB messages, prepare_src + send, 4 KiB chunks
  *   get      256 KiB GETs from the other side's registered memory, as ob1's
  *            RGET protocol issues them (btl_get), 4 KiB chunks of data back
+ *   put      64-byte PUTs (btl_put, one datagram each, as osc's small puts)
+ *            into the other side's registered memory, PUT_INFLIGHT at a
+ *            time; the target holds PUT_REGIONS registrations besides the
+ *            GET's (windows and RGET buffers of a busy process), the one
+ *            written to made last
  *   scale-N  the ping-pong again, each module with N peers (N - 1 extra
  *            endpoints made as add_procs makes them, a few of them used
  *            once, the rest idle); scale-N-idle: idle passes of that world
@@ -74,6 +79,12 @@
 #define GET_INFLIGHT 2
 #define WARM_GETS 2
 #define GET_OPS 16
+#define PUT_LEN 64
+#define PUT_INFLIGHT 8
+#define WARM_PUTS 64
+#define PUT_OPS 2048
+#define PUT_REGIONS 14
+#define PUT_REGION_LEN (PUT_INFLIGHT * PUT_LEN)
 /* extra peers of each module that exchange a message before measuring */
 #define ACTIVE_PEERS 4
 /* btl_usnic_peer_timeout's default (btl_usnic_mca.c); the fake device turns
@@ -92,7 +103,13 @@ static struct {
     opal_convertor_t large_conv[LARGE_INFLIGHT];
     bool large_busy[LARGE_INFLIGHT];
     uint8_t *get_src, *get_dst;         /* B's registered memory, A's buffer */
+    mca_btl_base_registration_handle_t *get_handle;
     uint64_t gets_done;
+    uint8_t *put_regions;               /* B's PUT_REGIONS registered regions */
+    uint8_t *put_dst;                   /* the last of them */
+    uint8_t put_src[PUT_INFLIGHT][PUT_LEN];
+    mca_btl_base_registration_handle_t *put_handle;
+    uint64_t puts_done;
 } pml;
 
 static int failures;
@@ -169,6 +186,23 @@ __attribute__((noinline)) static void pml_get_done(mca_btl_base_module_t *btl,
         FAIL("a GET completed with status %d", status);
     }
     ++pml.gets_done;
+}
+
+__attribute__((noinline)) static void pml_put_done(mca_btl_base_module_t *btl,
+                                                   mca_btl_base_endpoint_t *ep, void *local,
+                                                   mca_btl_base_registration_handle_t *lh,
+                                                   void *ctx, void *data, int status)
+{
+    (void) btl;
+    (void) ep;
+    (void) local;
+    (void) lh;
+    (void) ctx;
+    (void) data;
+    if (OPAL_SUCCESS != status) {
+        FAIL("a PUT completed with status %d", status);
+    }
+    ++pml.puts_done;
 }
 
 /* ------------------------------------------------------------------ */
@@ -295,7 +329,7 @@ static void gets(world_t *w, int n)
             world_run_as(w, SIDE_A);
             if (OPAL_SUCCESS != btl->btl_get(btl, w->ep[SIDE_A], pml.get_dst + slot * GET_LEN,
                                              (uint64_t) (uintptr_t) (pml.get_src + slot * GET_LEN),
-                                             NULL, NULL, GET_LEN, 0, MCA_BTL_NO_ORDER,
+                                             NULL, pml.get_handle, GET_LEN, 0, MCA_BTL_NO_ORDER,
                                              pml_get_done, NULL, NULL)) {
                 FAIL("btl_get failed");
                 return;
@@ -309,6 +343,37 @@ static void gets(world_t *w, int n)
     }
     if (pml.gets_done != done || 0 != memcmp(pml.get_dst, pml.get_src, GET_INFLIGHT * GET_LEN)) {
         FAIL("GETs: %llu not completed, or wrong data", (unsigned long long) (done - pml.gets_done));
+    }
+}
+
+/* n PUTs of PUT_LEN bytes by A into B's memory, PUT_INFLIGHT at a time,
+ * until all are complete (acknowledged). */
+static void put_stream(world_t *w, int n)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    uint64_t issued = pml.puts_done, done = pml.puts_done + (uint64_t) n;
+    unsigned guard = 0;
+
+    while ((pml.puts_done < done || !world_quiescent(w)) && ++guard < 1000000) {
+        while (issued < done && issued - pml.puts_done < PUT_INFLIGHT) {
+            int slot = (int) (issued % PUT_INFLIGHT);
+            world_run_as(w, SIDE_A);
+            if (OPAL_SUCCESS != btl->btl_put(btl, w->ep[SIDE_A], pml.put_src[slot],
+                                             (uint64_t) (uintptr_t) (pml.put_dst + slot * PUT_LEN),
+                                             NULL, pml.put_handle, PUT_LEN, 0, MCA_BTL_NO_ORDER,
+                                             pml_put_done, NULL, NULL)) {
+                FAIL("btl_put failed");
+                return;
+            }
+            ++issued;
+        }
+        pass(w, SIDE_A);
+        world_net_step(w);
+        pass(w, SIDE_B);
+        world_net_step(w);
+    }
+    if (pml.puts_done != done || 0 != memcmp(pml.put_dst, pml.put_src, sizeof(pml.put_src))) {
+        FAIL("PUTs: %llu not completed, or wrong data", (unsigned long long) (done - pml.puts_done));
     }
 }
 
@@ -475,8 +540,8 @@ static opal_btl_usnic_endpoint_t *add_peer(world_t *w, int s, opal_proc_t *op, u
 }
 
 /* One 8-byte message from side s to the extra peer and one back that also
- * acknowledges it, so the endpoint has its send table, has received, has
- * ACKed (into the void) and is idle again. */
+ * acknowledges it, so the endpoint has sent, has received, has ACKed (into
+ * the void) and is idle again (its send table back in the pool, or soon). */
 static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
 {
     uint8_t d[sizeof(usnic_btl_header_t) + OB1_MATCH_HDR_LEN + SMALL_LEN];
@@ -511,7 +576,8 @@ static void activate(world_t *w, int s, opal_btl_usnic_endpoint_t *ep)
             continue;
         }
     }
-    if (ep->timer_running || ep->ack_owed || NULL == ep->sent_segs) {
+    if (ep->timer_running || ep->ack_owed || 0 != usnic_tx_window_inflight(&ep->tx) ||
+        ep->tx.next_seq_to_send == w->mods[s].isn) {
         FAIL("extra peer of side %c not idle after one exchange", 'A' + s);
     }
 }
@@ -610,10 +676,12 @@ static void scale(int peers)
     check_world(w, phase);
     endpoint_bytes = w->mods[SIDE_A].stats.endpoint_bytes;
     phase_line(phase,
-               "messages=%d peers=%d active=%d endpoint_bytes=%llu rss_delta=%ld window=%u "
-               "prio_window=%u",
+               "messages=%d peers=%d active=%d endpoint_bytes=%llu send_table_bytes=%llu "
+               "rss_delta=%ld window=%u prio_window=%u",
                2 * SCALE_ROUNDS, peers, peers - 1 < ACTIVE_PEERS ? peers - 1 : ACTIVE_PEERS,
-               (unsigned long long) endpoint_bytes, rss0 >= 0 && rss1 >= 0 ? rss1 - rss0 : -1,
+               (unsigned long long) endpoint_bytes,
+               (unsigned long long) w->mods[SIDE_A].stats.send_table_bytes,
+               rss0 >= 0 && rss1 >= 0 ? rss1 - rss0 : -1,
                w->ep[SIDE_A]->tx.size, w->ep[SIDE_A]->prio_window);
 
     /* progress walks every endpoint now and then: idle passes show it best */
@@ -644,7 +712,9 @@ int main(int argc, char **argv)
     pml.large = malloc(LARGE_LEN);
     pml.get_src = malloc(GET_INFLIGHT * GET_LEN);
     pml.get_dst = malloc(GET_INFLIGHT * GET_LEN);
-    if (NULL == pml.large || NULL == pml.get_src || NULL == pml.get_dst) {
+    pml.put_regions = calloc(PUT_REGIONS, PUT_REGION_LEN);
+    if (NULL == pml.large || NULL == pml.get_src || NULL == pml.get_dst ||
+        NULL == pml.put_regions) {
         return 2;
     }
     memset(pml.get_src, 0x33, GET_INFLIGHT * GET_LEN);
@@ -697,8 +767,9 @@ int main(int argc, char **argv)
         phase_line("chunk", "messages=%d chunks=%llu", LARGE_MSGS,
                    (unsigned long long) (w->mods[SIDE_A].stats.num_chunk_sends - chunks0));
 
-        if (NULL == world_register(w, SIDE_B, pml.get_src, GET_INFLIGHT * GET_LEN,
-                                   MCA_BTL_REG_FLAG_REMOTE_READ)) {
+        pml.get_handle = world_register(w, SIDE_B, pml.get_src, GET_INFLIGHT * GET_LEN,
+                                        MCA_BTL_REG_FLAG_REMOTE_READ);
+        if (NULL == pml.get_handle) {
             FAIL("get: registration failed");
         }
         gets(w, WARM_GETS);
@@ -709,6 +780,24 @@ int main(int argc, char **argv)
         check_world(w, "get");
         phase_line("get", "gets=%d chunks=%llu", GET_OPS,
                    (unsigned long long) (w->mods[SIDE_B].stats.num_chunk_sends - chunks0));
+
+        for (int i = 0; i < PUT_REGIONS; ++i) {
+            pml.put_handle = world_register(w, SIDE_B, pml.put_regions + i * PUT_REGION_LEN,
+                                            PUT_REGION_LEN, MCA_BTL_REG_FLAG_REMOTE_WRITE);
+            if (NULL == pml.put_handle) {
+                FAIL("put: registration %d failed", i);
+            }
+        }
+        pml.put_dst = pml.put_regions + (PUT_REGIONS - 1) * PUT_REGION_LEN;
+        for (int i = 0; i < PUT_INFLIGHT; ++i) {
+            memset(pml.put_src[i], 0x40 + i, PUT_LEN);
+        }
+        put_stream(w, WARM_PUTS);
+        measure_begin(w);
+        put_stream(w, PUT_OPS);
+        measure_end(w, "put");
+        check_world(w, "put");
+        phase_line("put", "puts=%d registrations=%d", PUT_OPS, PUT_REGIONS);
         world_fini(w);
     }
 
@@ -724,6 +813,7 @@ int main(int argc, char **argv)
     free(pml.large);
     free(pml.get_src);
     free(pml.get_dst);
+    free(pml.put_regions);
     opal_finalize_util();
     if (0 != failures) {
         fprintf(stderr, "engine_bench: %d failures\n", failures);

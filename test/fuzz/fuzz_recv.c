@@ -228,6 +228,19 @@ static void poison_region(bool writable)
     }
 }
 
+/* Key 0 stands for the key of the live registration in the slot ref names. */
+static void live_key(world_t *w, usnic_reg_ref_t *ref)
+{
+    usnic_reg_ref_t r;
+    const opal_btl_usnic_regs_t *regs = &w->regtab[SIDE_B];
+
+    memcpy(&r, ref, sizeof(r));
+    if (0 == r.key && r.index < regs->used && NULL != regs->slot[r.index].t) {
+        r.key = regs->slot[r.index].key;
+        memcpy(ref, &r, sizeof(r));
+    }
+}
+
 static bool register_rw(world_t *w)
 {
     /* remote writes (PUT), reads (GET) and atomics */
@@ -509,16 +522,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (len >= sizeof(usnic_btl_header_t)) {
             usnic_btl_header_t *h = (usnic_btl_header_t *) dgram;
+            size_t ref_at = USNIC_PAYLOAD_TYPE_CHUNK == h->payload_type
+                                ? sizeof(usnic_btl_chunk_header_t)
+                                : sizeof(*h);
             if (0 != h->put_addr) {
                 h->put_addr += (uint64_t)(uintptr_t) region - FUZZ_PUT_BASE;
             }
-            /* the target address of a GET/atomic request in a small fragment */
+            /* the registration a PUT names */
+            if (usnic_is_put(h->tag, h->put_addr) && USNIC_PAYLOAD_TYPE_ACK != h->payload_type &&
+                len >= ref_at + sizeof(usnic_reg_ref_t)) {
+                live_key(w, (usnic_reg_ref_t *) (dgram + ref_at));
+            }
+            /* the target address and registration of a GET/atomic request
+             * in a small fragment */
             if (USNIC_PAYLOAD_TYPE_FRAG == h->payload_type && USNIC_TAG_RDMA == h->tag &&
                 len >= sizeof(*h) + sizeof(usnic_rdma_msg_t)) {
                 usnic_rdma_msg_t m;
                 memcpy(&m, h + 1, sizeof(m));
                 if (0 != m.addr && USNIC_RDMA_REPLY != m.kind) {
                     m.addr += (uint64_t)(uintptr_t) region - FUZZ_PUT_BASE;
+                    live_key(w, &m.reg);
                     memcpy(h + 1, &m, sizeof(m));
                 }
             }

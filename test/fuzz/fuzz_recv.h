@@ -27,7 +27,7 @@
  *
  * Each datagram is what arrives after the 40-byte GRH: a BTL header
  * (usnic_btl_header_t) and what follows.  The harness rebases three
- * header fields, each by a plain addition (so every value the component
+ * header fields and the registration key, each by a plain addition (so every value the component
  * can be sent stays reachable), and changes nothing else:
  *
  *   put_addr (if not 0)  is FUZZ_PUT_BASE + an offset into the harness's
@@ -35,6 +35,12 @@
  *                        so is the addr (if not 0) of a GET/atomic request
  *                        (a FRAG with tag USNIC_TAG_RDMA whose payload
  *                        starts with a usnic_rdma_msg_t that is no reply);
+ *   a registration key   of 0, in the usnic_reg_ref_t of a PUT (after the
+ *                        header of a PUT FRAG or CHUNK) or of a GET/atomic
+ *                        request, stands for the key B's table holds now
+ *                        in the slot the reference names (the random keys
+ *                        of live registrations could not be guessed; no
+ *                        registration has key 0, other keys stay);
  *   pkt_seq              is as if B's receive window still started at
  *                        FUZZ_ISN_A (it is moved by how far the window's
  *                        left edge has moved in the world so far);
@@ -42,9 +48,9 @@
  *                        FUZZ_ISN_B at the start of the input.
  *
  * In a fresh world both sequence offsets are 0.  The PUT region is
- * [0, FUZZ_PUT_RW_LEN) registered for remote writes, reads and atomics, [FUZZ_PUT_RO_OFF,
- * FUZZ_REGION_SIZE) registered for local writes only, with an
- * unregistered gap in between.
+ * [0, FUZZ_PUT_RW_LEN) registered for remote writes, reads and atomics (slot
+ * FUZZ_SLOT_RW), [FUZZ_PUT_RO_OFF, FUZZ_REGION_SIZE) registered for local
+ * writes only (slot FUZZ_SLOT_RO), with an unregistered gap in between.
  */
 
 #ifndef USNIC_FUZZ_RECV_H
@@ -62,6 +68,8 @@
 #define FUZZ_REGION_SIZE (128 * 1024)
 #define FUZZ_PUT_RW_LEN (64 * 1024)
 #define FUZZ_PUT_RO_OFF (68 * 1024)
+#define FUZZ_SLOT_RW 0
+#define FUZZ_SLOT_RO 1
 
 /* options byte */
 #define FUZZ_OPT_DATA_CHANNEL 0x01  /* datagrams go to the data channel, else priority */

@@ -36,6 +36,7 @@ typedef struct {
 
 static world_t *w;
 static uint32_t mcp;                    /* B's max_chunk_payload */
+static uint32_t pmcp;                   /* of a PUT's chunks (the registration before) */
 static const char *outdir;
 static int failures;
 
@@ -62,13 +63,15 @@ static void seed_add(seed_t *s, const void *dgram, size_t len, uint16_t flags)
     s->n += len;
 }
 
-/* A datagram of len bytes given as its headers and first few payload
- * bytes, the rest zeros (FUZZ_REC_PAD): what the fuzzer mutates is then
- * mostly headers. */
+/* A datagram of len bytes given as its headers (a PUT's registration
+ * included) and first few payload bytes, the rest zeros (FUZZ_REC_PAD):
+ * what the fuzzer mutates is then mostly headers. */
 #define PAD_GIVEN (sizeof(usnic_btl_chunk_header_t) + 8)
 static void seed_add_pad(seed_t *s, const void *dgram, size_t len, uint16_t flags)
 {
-    size_t given = len < PAD_GIVEN ? len : PAD_GIVEN;
+    const usnic_btl_header_t *h = dgram;
+    size_t pad_given = PAD_GIVEN + usnic_put_ref_len(h->tag, h->put_addr);
+    size_t given = len < pad_given ? len : pad_given;
 
     if (len > FUZZ_REC_PAD_MASK || s->n + 4 + given > sizeof(s->b)) {
         fprintf(stderr, "make_seeds: seed too large\n");
@@ -90,16 +93,30 @@ typedef union {
     uint8_t bytes[8192];
 } dgram_t;
 
-static size_t mk_frag(dgram_t *d, uint16_t seq, uint64_t put_off, uint16_t plen, uint8_t fill)
+/* The registration of the writable region, as PUTs and requests name it
+ * (key 0: the harness puts in the live key, fuzz_recv.h). */
+static const usnic_reg_ref_t rw_ref = {.key = 0, .index = FUZZ_SLOT_RW};
+
+/* A fragment of plen bytes; a PUT's (put_off not 0) are preceded by ref. */
+static size_t mk_put_frag(dgram_t *d, uint16_t seq, uint64_t put_off, uint16_t plen,
+                          uint8_t fill, const usnic_reg_ref_t *ref)
 {
+    size_t r = 0 != put_off ? sizeof(*ref) : 0;
+
     memset(d, 0, sizeof(*d));
     world_header(w, SIDE_A, &d->h, USNIC_PAYLOAD_TYPE_FRAG);
     d->h.pkt_seq = seq;
-    d->h.payload_len = plen;
+    d->h.payload_len = (uint16_t) (r + plen);
     d->h.tag = WORLD_TAG;
     d->h.put_addr = put_off;
-    memset(d->bytes + sizeof(d->h), fill, plen);
-    return sizeof(d->h) + plen;
+    memcpy(d->bytes + sizeof(d->h), ref, r);
+    memset(d->bytes + sizeof(d->h) + r, fill, plen);
+    return sizeof(d->h) + r + plen;
+}
+
+static size_t mk_frag(dgram_t *d, uint16_t seq, uint64_t put_off, uint16_t plen, uint8_t fill)
+{
+    return mk_put_frag(d, seq, put_off, plen, fill, &rw_ref);
 }
 
 static size_t mk_chunk(dgram_t *d, uint16_t seq, uint32_t id, uint32_t size, uint32_t off,
@@ -114,6 +131,12 @@ static size_t mk_chunk(dgram_t *d, uint16_t seq, uint32_t id, uint32_t size, uin
     d->ch.frag_id = id;
     d->ch.frag_size = size;
     d->ch.frag_offset = off;
+    if (0 != put_off) {
+        /* a PUT's chunks: the registration, then the data */
+        memcpy(d->bytes + sizeof(d->ch), &rw_ref, sizeof(rw_ref));
+        memset(d->bytes + sizeof(d->ch) + sizeof(rw_ref), fill, plen);
+        return sizeof(d->ch) + sizeof(rw_ref) + plen;
+    }
     memset(d->bytes + sizeof(d->ch), fill, plen);
     return sizeof(d->ch) + plen;
 }
@@ -138,6 +161,7 @@ static size_t mk_rdma(dgram_t *d, uint16_t seq, uint8_t kind, uint8_t aop, uint6
     m.id = 0x100000001ULL;
     m.operand = operand;
     m.operand2 = operand2;
+    m.reg = rw_ref;
     memcpy(d->bytes + sizeof(d->h), &m, sizeof(m));
     return sizeof(d->h) + sizeof(m);
 }
@@ -342,8 +366,8 @@ static const char *chk_put_chunks(world_t *w)
     EXPECT(0 == w->nrx, "a PUT was delivered as a message");
     EXPECT(NULL != EP_B->rx_frags && 0 == EP_B->rx_frags[3].frag_id, "PUT not complete");
     /* 8 bytes given and zeros in each chunk */
-    EXPECT(region_holds(FUZZ_PUT_RW_LEN - (mcp + 10), 8, 0x88) &&
-               region_holds(FUZZ_PUT_RW_LEN - (mcp + 2), mcp - 8, 0) &&
+    EXPECT(region_holds(FUZZ_PUT_RW_LEN - (pmcp + 10), 8, 0x88) &&
+               region_holds(FUZZ_PUT_RW_LEN - (pmcp + 2), pmcp - 8, 0) &&
                region_holds(FUZZ_PUT_RW_LEN - 10, 8, 0x99) && region_holds(FUZZ_PUT_RW_LEN - 2, 2, 0),
            "PUT data not in the region");
     return quiet_except(w, "");
@@ -355,6 +379,16 @@ static const char *chk_put_bad(world_t *w)
            (unsigned long long) STATS(SIDE_B)->num_bad_recvs);
     EXPECT(0 == STATS(SIDE_B)->num_frag_recvs + STATS(SIDE_B)->num_chunk_recvs,
            "a bad PUT was accepted");
+    return quiet_except(w, "bad");
+}
+
+static const char *chk_put_bad_handle(world_t *w)
+{
+    EXPECT(4 == STATS(SIDE_B)->num_bad_handles, "%llu bad handles",
+           (unsigned long long) STATS(SIDE_B)->num_bad_handles);
+    EXPECT(0 == STATS(SIDE_B)->num_frag_recvs + STATS(SIDE_B)->num_chunk_recvs,
+           "a PUT naming no registration was accepted");
+    EXPECT(region_holds(4096, 200, 0), "a PUT naming no registration wrote");
     return quiet_except(w, "bad");
 }
 
@@ -470,6 +504,7 @@ int main(int argc, char **argv)
     LLVMFuzzerInitialize(&fc, &fvp);
     w = fuzz_world();
     mcp = w->mods[SIDE_B].max_chunk_payload;
+    pmcp = mcp - (uint32_t) sizeof(usnic_reg_ref_t);
     fuzz_after_input = after_input;
 
     /* one frag on the priority channel */
@@ -569,11 +604,11 @@ int main(int argc, char **argv)
 
     /* PUT of two chunks, ending at the region's last byte */
     seed_begin(&s, FUZZ_OPT_DATA_CHANNEL);
-    n = mk_chunk(&d, FUZZ_ISN_A, 3, mcp + 10, 0, (uint16_t) mcp,
-                 FUZZ_PUT_BASE + FUZZ_PUT_RW_LEN - (mcp + 10), 0x88);
+    n = mk_chunk(&d, FUZZ_ISN_A, 3, pmcp + 10, 0, (uint16_t) pmcp,
+                 FUZZ_PUT_BASE + FUZZ_PUT_RW_LEN - (pmcp + 10), 0x88);
     seed_add_pad(&s, &d, n, 0);
-    n = mk_chunk(&d, (uint16_t)(FUZZ_ISN_A + 1), 3, mcp + 10, mcp, 10,
-                 FUZZ_PUT_BASE + FUZZ_PUT_RW_LEN - (mcp + 10), 0x99);
+    n = mk_chunk(&d, (uint16_t)(FUZZ_ISN_A + 1), 3, pmcp + 10, pmcp, 10,
+                 FUZZ_PUT_BASE + FUZZ_PUT_RW_LEN - (pmcp + 10), 0x99);
     seed_add_pad(&s, &d, n, 0);
     run_seed("put-chunks", &s, chk_put_chunks);
 
@@ -592,6 +627,26 @@ int main(int argc, char **argv)
     n = mk_chunk(&d, FUZZ_ISN_A, 2, 200, 0, 200, FUZZ_PUT_BASE + FUZZ_PUT_RW_LEN - 100, 5);
     seed_add(&s, &d, n, FUZZ_REC_OTHER_CHANNEL);
     run_seed("put-outside", &s, chk_put_bad);
+
+    /* PUTs into the writable region naming no registration: a wrong key,
+     * a slot never used, the last slot there is, and a chunked one */
+    {
+        usnic_reg_ref_t wrong = {.key = 0x5eed, .index = FUZZ_SLOT_RW};
+        usnic_reg_ref_t unused = {.key = 0, .index = 7};
+        usnic_reg_ref_t last = {.key = 0, .index = UINT32_MAX};
+
+        seed_begin(&s, 0);
+        n = mk_put_frag(&d, FUZZ_ISN_A, FUZZ_PUT_BASE + 4096, 16, 1, &wrong);
+        seed_add(&s, &d, n, 0);
+        n = mk_put_frag(&d, FUZZ_ISN_A, FUZZ_PUT_BASE + 4096, 16, 2, &unused);
+        seed_add(&s, &d, n, 0);
+        n = mk_put_frag(&d, FUZZ_ISN_A, FUZZ_PUT_BASE + 4096, 16, 3, &last);
+        seed_add(&s, &d, n, 0);
+        n = mk_chunk(&d, FUZZ_ISN_A, 2, 200, 0, 200, FUZZ_PUT_BASE + 4096, 5);
+        memcpy(d.bytes + sizeof(d.ch), &wrong, sizeof(wrong));
+        seed_add(&s, &d, n, FUZZ_REC_OTHER_CHANNEL);
+        run_seed("put-bad-handle", &s, chk_put_bad_handle);
+    }
 
     /* after a first frag the PML deregisters the writable region: a PUT
      * into it is refused from then on */

@@ -795,6 +795,8 @@ static void mode_forge(void)
     uint8_t buf[SLOT_BYTES];
     usnic_btl_header_t *h = (usnic_btl_header_t *) buf;
     uint32_t mcp = max_chunk_payload();
+    /* a PUT chunk carries the registration reference besides */
+    uint32_t pmcp = mcp - (uint32_t) sizeof(usnic_reg_ref_t);
     uint64_t canary = opt.canary ? opt.canary : 0x1000;
     uint16_t s_tgt = 0, s_peer = 0;
 
@@ -822,16 +824,20 @@ static void mode_forge(void)
                               (uint16_t) mcp);
             chan = 1;
             break;
-        case 3: /* the first chunk of an emulated PUT into the canary */
+        case 3: /* the first chunk of an emulated PUT into the canary (a random
+                 * registration reference between chunk header and data) */
             len = build_chunk(buf, opt.peer_id, seq, 1 + rnd_below(1u << 20),
-                              opt.canary_len ? opt.canary_len : 2 * mcp, 0,
-                              (uint16_t)(opt.canary_len && opt.canary_len < mcp ? opt.canary_len
-                                                                                  : mcp));
+                              opt.canary_len ? opt.canary_len : 2 * pmcp, 0,
+                              (uint16_t)(opt.canary_len && opt.canary_len < pmcp ? opt.canary_len
+                                                                                    : pmcp));
+            rnd_fill(buf + len, sizeof(usnic_reg_ref_t));
+            len += sizeof(usnic_reg_ref_t);
             h->put_addr = canary;
             chan = 1;
             break;
-        case 4: /* an emulated PUT fragment into the canary */
-            len = build_frag(buf, opt.peer_id, seq, 8 + rnd_below(600));
+        case 4: /* an emulated PUT fragment into the canary (its payload starts
+                 * with a registration reference, random here) */
+            len = build_frag(buf, opt.peer_id, seq, sizeof(usnic_reg_ref_t) + 8 + rnd_below(600));
             h->put_addr = canary;
             break;
         default:

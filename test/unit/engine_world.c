@@ -292,6 +292,8 @@ static world_t *world_build(uint16_t isn_a, uint16_t isn_b, bool ipv6)
     }
     usnic_component.modules = w->mods;
     usnic_component.num_modules = 2;
+    opal_btl_usnic_regs_init(&w->regtab[SIDE_A]);
+    opal_btl_usnic_regs_init(&w->regtab[SIDE_B]);
     if (OPAL_SUCCESS != module_build(w, SIDE_A, isn_a, ipv6) ||
         OPAL_SUCCESS != module_build(w, SIDE_B, isn_b, ipv6) ||
         OPAL_SUCCESS != endpoint_build(w, SIDE_A) || OPAL_SUCCESS != endpoint_build(w, SIDE_B)) {
@@ -332,13 +334,17 @@ void world_fini(world_t *w)
     }
     while (w->nregs > 0) {
         --w->nregs;
+        world_run_as(w, w->regs[w->nregs].side);
         w->mods[w->regs[w->nregs].side].super.btl_deregister_mem(
             &w->mods[w->regs[w->nregs].side].super, w->regs[w->nregs].h);
     }
     for (int s = 0; s < 2; ++s) {
+        world_run_as(w, s);
         module_teardown(&w->mods[s]);
         OBJ_DESTRUCT(&w->oproc[s]);
+        opal_btl_usnic_regs_fini(&w->regtab[s]);
     }
+    usnic_component.regs = &usnic_component.reg_table;
     for (size_t i = 0; i < w->nsent; ++i) {
         sent_msg_t *m = w->sent[i];
         if (NULL != m->conv) {
@@ -383,6 +389,7 @@ int world_del_procs(world_t *w, int side)
 void world_run_as(world_t *w, int side)
 {
     usnic_component.my_hashed_name = w->name[side];
+    usnic_component.regs = &w->regtab[side];
 }
 
 int world_progress(world_t *w, int side)
@@ -824,7 +831,25 @@ static void world_put_cb(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep
     }
 }
 
+mca_btl_base_registration_handle_t *world_handle_at(world_t *w, int side, uint64_t addr)
+{
+    for (int i = w->nregs - 1; i >= 0; --i) {
+        if (w->regs[i].side == side && addr >= w->regs[i].base &&
+            addr - w->regs[i].base < w->regs[i].len) {
+            return w->regs[i].h;
+        }
+    }
+    return NULL;
+}
+
 put_rec_t *world_put(world_t *w, int from, void *local, uint64_t remote_addr, size_t size)
+{
+    return world_put_h(w, from, local, remote_addr, size,
+                       world_handle_at(w, 1 - from, remote_addr));
+}
+
+put_rec_t *world_put_h(world_t *w, int from, void *local, uint64_t remote_addr, size_t size,
+                       mca_btl_base_registration_handle_t *remote_handle)
 {
     mca_btl_base_module_t *btl = &w->mods[from].super;
     put_rec_t *p = calloc(1, sizeof(*p));
@@ -838,7 +863,7 @@ put_rec_t *world_put(world_t *w, int from, void *local, uint64_t remote_addr, si
     p->from = from;
     p->w = w;
     world_run_as(w, from);
-    p->rc = btl->btl_put(btl, w->ep[from], local, remote_addr, NULL, NULL, size, 0,
+    p->rc = btl->btl_put(btl, w->ep[from], local, remote_addr, NULL, remote_handle, size, 0,
                          MCA_BTL_NO_ORDER, world_put_cb, NULL, p);
     return p;
 }
@@ -852,10 +877,13 @@ mca_btl_base_registration_handle_t *world_register(world_t *w, int side, void *b
     if (w->nregs == (int) (sizeof(w->regs) / sizeof(w->regs[0]))) {
         return NULL;
     }
+    world_run_as(w, side);
     h = btl->btl_register_mem(btl, NULL, base, len, flags);
     if (NULL != h) {
         w->regs[w->nregs].side = side;
         w->regs[w->nregs].h = h;
+        w->regs[w->nregs].base = (uint64_t) (uintptr_t) base;
+        w->regs[w->nregs].len = len;
         ++w->nregs;
     }
     return h;
@@ -863,6 +891,7 @@ mca_btl_base_registration_handle_t *world_register(world_t *w, int side, void *b
 
 void world_deregister(world_t *w, int side, mca_btl_base_registration_handle_t *h)
 {
+    world_run_as(w, side);
     for (int i = 0; i < w->nregs; ++i) {
         if (w->regs[i].h == h) {
             w->regs[i] = w->regs[--w->nregs];

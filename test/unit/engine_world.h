@@ -153,8 +153,11 @@ typedef struct world {
     struct {
         int side;
         mca_btl_base_registration_handle_t *h;
+        uint64_t base, len;
     } regs[16];
     int nregs;
+    /* each side's table of registrations (a process of its own) */
+    opal_btl_usnic_regs_t regtab[2];
     bool live;
 } world_t;
 
@@ -225,8 +228,16 @@ const char *world_verify_counters(world_t *w);
  * an MTU. */
 const char *world_check_idle(world_t *w);
 
-/* btl_put of size bytes from local memory to remote_addr on the other side. */
+/* btl_put of size bytes from local memory to remote_addr on the other side,
+ * with the handle of the other side's registration that holds remote_addr
+ * (as the PML knows it), if any. */
 put_rec_t *world_put(world_t *w, int from, void *local, uint64_t remote_addr, size_t size);
+/* The same with the handle given (NULL: none). */
+put_rec_t *world_put_h(world_t *w, int from, void *local, uint64_t remote_addr, size_t size,
+                       mca_btl_base_registration_handle_t *remote_handle);
+/* The handle of side s's registration that holds addr (the latest made),
+ * or NULL. */
+mca_btl_base_registration_handle_t *world_handle_at(world_t *w, int side, uint64_t addr);
 /* btl_register_mem / btl_deregister_mem of side s; what is still
  * registered at world_fini is deregistered then. */
 mca_btl_base_registration_handle_t *world_register(world_t *w, int side, void *base, size_t len,

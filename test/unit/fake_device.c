@@ -779,7 +779,8 @@ void fake_component_reset(void)
     opal_btl_usnic_component_register();
     /* What usnic_component_open sets up. */
     OBJ_CONSTRUCT(&c->procs, opal_list_t);
-    OBJ_CONSTRUCT(&c->put_targets, opal_list_t);
+    opal_btl_usnic_regs_init(&c->reg_table);
+    c->regs = &c->reg_table;
     c->qkey = 0x75736e69;
     c->coarse_time = opal_btl_usnic_now_us() / 1e6;
     /* No dead-peer check unless a test wants one, no checker thread. */
@@ -792,7 +793,8 @@ void fake_component_reset(void)
 void fake_component_fini(void)
 {
     OPAL_LIST_DESTRUCT(&usnic_component.procs);
-    OPAL_LIST_DESTRUCT(&usnic_component.put_targets);
+    opal_btl_usnic_regs_fini(&usnic_component.reg_table);
+    usnic_component.regs = &usnic_component.reg_table;
     usnic_component.modules = NULL;
     usnic_component.num_modules = 0;
 }

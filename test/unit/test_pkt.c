@@ -147,6 +147,7 @@ USNIC_TEST(pkt_chunk_range)
     len = make_chunk(&p, 0xfffffff0u, 100);
     p.ch.frag_size = 0xffffffffu;
     p.ch.hdr.put_addr = 0x10000;
+    len += sizeof(usnic_reg_ref_t);     /* a PUT's chunks carry the target's registration */
     check_int_eq(usnic_pkt_validate(&p, len, MAX_FRAG), USNIC_PKT_BAD_CHUNK);
     return 0;
 }
@@ -158,9 +159,34 @@ USNIC_TEST(pkt_chunk_size_limit)
 
     /* a send fragment above the limit */
     check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_BAD_CHUNK);
-    /* an emulated PUT lands in user memory: its size is not bounded */
+    /* an emulated PUT lands in user memory: its size is not bounded (its
+     * chunks carry the target's registration between header and data) */
     p.ch.hdr.put_addr = 0x7f0000001000ULL;
+    check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_BAD_LENGTH);
+    len += sizeof(usnic_reg_ref_t);
     check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_OK);
+    /* GET data names the GET in put_addr and carries none */
+    p.ch.hdr.tag = USNIC_TAG_RDMA;
+    check_int_eq(usnic_pkt_validate(&p, len, 999), USNIC_PKT_BAD_LENGTH);
+    return 0;
+}
+
+/* A PUT in one datagram: its payload starts with the registration. */
+USNIC_TEST(pkt_put_frag_carries_registration)
+{
+    packet_t p;
+
+    memset(&p, 0, sizeof(p));
+    p.hdr.payload_type = USNIC_PAYLOAD_TYPE_FRAG;
+    p.hdr.put_addr = 0x7f0000001000ULL;
+    p.hdr.payload_len = sizeof(usnic_reg_ref_t) - 1;
+    check_int_eq(usnic_pkt_validate(&p, HDR + p.hdr.payload_len, MAX_FRAG), USNIC_PKT_BAD_LENGTH);
+    p.hdr.payload_len = sizeof(usnic_reg_ref_t);
+    check_int_eq(usnic_pkt_validate(&p, HDR + p.hdr.payload_len, MAX_FRAG), USNIC_PKT_OK);
+    /* a send names no registration: any length */
+    p.hdr.put_addr = 0;
+    p.hdr.payload_len = 3;
+    check_int_eq(usnic_pkt_validate(&p, HDR + 3, MAX_FRAG), USNIC_PKT_OK);
     return 0;
 }
 

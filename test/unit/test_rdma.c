@@ -57,18 +57,28 @@ static void op_cb(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep
     r->local = local;
 }
 
-static int do_get(world_t *w, op_rec_t *r, void *local, void *remote, size_t len)
+/* The handle of side's registration holding p, as the PML would pass it. */
+#define HANDLE_AT(w, side, p) world_handle_at((w), (side), (uint64_t) (uintptr_t) (p))
+
+/* A GET by A from B's memory with the handle given. */
+static int do_get_h(world_t *w, op_rec_t *r, void *local, void *remote, size_t len,
+                    mca_btl_base_registration_handle_t *h)
 {
     mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
 
     world_run_as(w, SIDE_A);
-    r->rc = btl->btl_get(btl, w->ep[SIDE_A], local, (uint64_t) (uintptr_t) remote, NULL, NULL,
-                         len, 0, MCA_BTL_NO_ORDER, op_cb, NULL, r);
+    r->rc = btl->btl_get(btl, w->ep[SIDE_A], local, (uint64_t) (uintptr_t) remote, NULL, h, len,
+                         0, MCA_BTL_NO_ORDER, op_cb, NULL, r);
     return r->rc;
 }
 
-static int do_fop(world_t *w, op_rec_t *r, void *remote, mca_btl_base_atomic_op_t op,
-                  uint64_t operand, bool is32, bool fetch)
+static int do_get(world_t *w, op_rec_t *r, void *local, void *remote, size_t len)
+{
+    return do_get_h(w, r, local, remote, len, HANDLE_AT(w, SIDE_B, remote));
+}
+
+static int do_fop_h(world_t *w, op_rec_t *r, void *remote, mca_btl_base_atomic_op_t op,
+                    uint64_t operand, bool is32, bool fetch, mca_btl_base_registration_handle_t *h)
 {
     mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
     int flags = is32 ? MCA_BTL_ATOMIC_FLAG_32BIT : 0;
@@ -77,13 +87,19 @@ static int do_fop(world_t *w, op_rec_t *r, void *remote, mca_btl_base_atomic_op_
     r->result = 0xdeaddeaddeaddeadULL;
     if (fetch) {
         r->rc = btl->btl_atomic_fop(btl, w->ep[SIDE_A], &r->result, (uint64_t) (uintptr_t) remote,
-                                    NULL, NULL, op, operand, flags, MCA_BTL_NO_ORDER, op_cb,
-                                    NULL, r);
+                                    NULL, h, op, operand, flags, MCA_BTL_NO_ORDER, op_cb, NULL,
+                                    r);
     } else {
-        r->rc = btl->btl_atomic_op(btl, w->ep[SIDE_A], (uint64_t) (uintptr_t) remote, NULL, op,
+        r->rc = btl->btl_atomic_op(btl, w->ep[SIDE_A], (uint64_t) (uintptr_t) remote, h, op,
                                    operand, flags, MCA_BTL_NO_ORDER, op_cb, NULL, r);
     }
     return r->rc;
+}
+
+static int do_fop(world_t *w, op_rec_t *r, void *remote, mca_btl_base_atomic_op_t op,
+                  uint64_t operand, bool is32, bool fetch)
+{
+    return do_fop_h(w, r, remote, op, operand, is32, fetch, HANDLE_AT(w, SIDE_B, remote));
 }
 
 static int do_cswap(world_t *w, op_rec_t *r, void *remote, uint64_t cmp, uint64_t val,
@@ -94,8 +110,9 @@ static int do_cswap(world_t *w, op_rec_t *r, void *remote, uint64_t cmp, uint64_
     world_run_as(w, SIDE_A);
     r->result = 0xdeaddeaddeaddeadULL;
     r->rc = btl->btl_atomic_cswap(btl, w->ep[SIDE_A], &r->result, (uint64_t) (uintptr_t) remote,
-                                  NULL, NULL, cmp, val, is32 ? MCA_BTL_ATOMIC_FLAG_32BIT : 0,
-                                  MCA_BTL_NO_ORDER, op_cb, NULL, r);
+                                  NULL, HANDLE_AT(w, SIDE_B, remote), cmp, val,
+                                  is32 ? MCA_BTL_ATOMIC_FLAG_32BIT : 0, MCA_BTL_NO_ORDER, op_cb,
+                                  NULL, r);
     return r->rc;
 }
 
@@ -830,6 +847,195 @@ USNIC_TEST(rdma_refused_outside_registration)
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* handles: a PUT, GET or atomic reaches only the registration its      */
+/* handle names, while that registration lives                          */
+
+typedef enum {
+    BAD_KEY,            /* the slot of a live registration, another key */
+    BAD_REVOKED,        /* a deregistered handle; its slot holds a new registration */
+    BAD_INDEX,          /* a slot never handed out */
+    BAD_INDEX_MAX,      /* the last slot number there is */
+    BAD_OTHER_PROCESS,  /* a handle A's own registration got from A's table */
+    BAD_NUM
+} bad_handle_how_t;
+
+typedef enum { OP_PUT, OP_PUT_CHUNKED, OP_GET, OP_FOP, OP_NUM } bad_handle_op_t;
+
+#define BH_REGION 65536
+
+/* A handle for B's region that B's table does not hold, made as `how` says
+ * (from B's live handle h, which BAD_REVOKED replaces); false if the world
+ * would not make it. */
+static bool make_bad_handle(world_t *w, bad_handle_how_t how, uint8_t *target,
+                            mca_btl_base_registration_handle_t **h,
+                            mca_btl_base_registration_handle_t *bad)
+{
+    static uint64_t a_mem[8];
+    mca_btl_base_registration_handle_t *own;
+
+    *bad = **h;
+    switch (how) {
+    case BAD_KEY:
+        bad->key ^= 1;
+        return true;
+    case BAD_REVOKED:
+        world_deregister(w, SIDE_B, *h);
+        *h = world_register(w, SIDE_B, target, BH_REGION, MCA_BTL_REG_FLAG_ACCESS_ANY);
+        /* the same slot again, with another key */
+        return NULL != *h && (*h)->index == bad->index && (*h)->key != bad->key;
+    case BAD_INDEX:
+        bad->index += 1000;
+        return true;
+    case BAD_INDEX_MAX:
+        bad->index = UINT32_MAX;
+        return true;
+    case BAD_OTHER_PROCESS:
+        own = world_register(w, SIDE_A, a_mem, sizeof(a_mem), MCA_BTL_REG_FLAG_ACCESS_ANY);
+        if (NULL == own) {
+            return false;
+        }
+        *bad = *own;
+        /* (each process's first registration: the slot of B's region) */
+        return bad->index == (*h)->index;
+    default:
+        return false;
+    }
+}
+
+/* One operation of A on B's registered region with a bad handle: nothing
+ * written or read, counted at B; a GET or atomic fails at A, a PUT is
+ * refused at every resend and never completes (as one outside the region);
+ * the live handle works after it. */
+static int bad_handle_case(bad_handle_how_t how, bad_handle_op_t op)
+{
+    world_t *w = world_new(20, 30);
+    uint8_t *region = malloc(3 * BH_REGION), *src = malloc(BH_REGION), *dst = malloc(BH_REGION);
+    uint8_t *target = region + BH_REGION;
+    mca_btl_base_registration_handle_t *h, bad;
+    size_t len = OP_PUT_CHUNKED == op ? 20000 : OP_FOP == op ? 8 : 1000;
+    put_rec_t *put = NULL;
+    op_rec_t r = {0};
+
+    check(NULL != w && NULL != region && NULL != src && NULL != dst);
+    usnic_component.max_short_packets = 0;
+    memset(region, 0x77, 3 * BH_REGION);
+    memset(src, 0x11, BH_REGION);
+    memset(dst, 0x22, BH_REGION);
+    h = world_register(w, SIDE_B, target, BH_REGION, MCA_BTL_REG_FLAG_ACCESS_ANY);
+    check(NULL != h);
+    check(make_bad_handle(w, how, target, &h, &bad));
+    switch (op) {
+    case OP_PUT:
+    case OP_PUT_CHUNKED:
+        check(OP_PUT == op ? len <= w->mods[SIDE_A].max_frag_payload
+                           : len > 2 * w->mods[SIDE_A].max_chunk_payload);
+        put = world_put_h(w, SIDE_A, src, (uint64_t) (uintptr_t) target, len, &bad);
+        check_int_eq(put->rc, OPAL_SUCCESS);
+        check_int_eq(world_run(w, 200, true), WORLD_LIMIT);
+        check_int_eq(put->callbacks, 0);
+        check(STATS(w, SIDE_B)->num_bad_handles >= 2);
+        check_int_eq(STATS(w, SIDE_B)->num_frag_recvs + STATS(w, SIDE_B)->num_chunk_recvs, 0);
+        break;
+    case OP_GET:
+        check_int_eq(do_get_h(w, &r, dst, target, len, &bad), OPAL_SUCCESS);
+        break;
+    case OP_FOP:
+        check_int_eq(do_fop_h(w, &r, target, MCA_BTL_ATOMIC_ADD, 5, false, true, &bad),
+                     OPAL_SUCCESS);
+        break;
+    default:
+        check(false);
+    }
+    if (NULL == put) {
+        check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+        check_int_eq(r.callbacks, 1);
+        check_int_eq(r.status, OPAL_ERR_BAD_PARAM);
+        check_int_eq(STATS(w, SIDE_B)->num_bad_handles, 1);
+        check_int_eq(STATS(w, SIDE_B)->num_rdma_refused, 1);
+        check(r.result == (OP_GET == op ? 0 : 0xdeaddeaddeaddeadULL));
+        for (size_t i = 0; i < BH_REGION; ++i) {
+            check_int_eq(dst[i], 0x22);
+        }
+        check_ok(rdma_idle(w));
+    }
+    for (size_t i = 0; i < 3 * BH_REGION; ++i) {
+        check_int_eq(region[i], 0x77);
+    }
+    if (NULL != put) {
+        /* the peer would end the job at its timeout; here it goes away */
+        world_del_procs(w, SIDE_A);
+        check_int_eq(put->callbacks, 1);
+        world_fini(w);
+        w = world_new(20, 30);
+        check(NULL != w);
+        h = world_register(w, SIDE_B, target, BH_REGION, MCA_BTL_REG_FLAG_ACCESS_ANY);
+        check(NULL != h);
+    }
+    /* the live handle: written */
+    put = world_put_h(w, SIDE_A, src, (uint64_t) (uintptr_t) target, len, h);
+    check_int_eq(put->rc, OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(put->callbacks, 1);
+    check_int_eq(put->status, OPAL_SUCCESS);
+    check(0 == memcmp(target, src, len));
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    free(region);
+    free(src);
+    free(dst);
+    return 0;
+}
+
+USNIC_TEST(rdma_bad_handles_refused)
+{
+    static const char *hows[] = {"wrong key", "revoked key", "index out of range",
+                                 "index UINT32_MAX", "key of another process"};
+    static const char *ops[] = {"PUT", "chunked PUT", "GET", "fetch-and-add"};
+
+    int rc = 0;
+
+    /* (every case, each failure reported) */
+    for (int how = 0; how < BAD_NUM; ++how) {
+        for (int op = 0; op < OP_NUM; ++op) {
+            if (0 != bad_handle_case((bad_handle_how_t) how, (bad_handle_op_t) op)) {
+                rc = usnic_test_fail(__FILE__, __LINE__, "%s, %s", hows[how], ops[op]);
+            }
+        }
+    }
+    return rc;
+}
+
+/* Slots are used again and get a new key each time. */
+USNIC_TEST(rdma_handle_slots_reused_with_new_keys)
+{
+    world_t *w = world_new(20, 30);
+    static uint8_t mem[4][64];
+    mca_btl_base_registration_handle_t *h[4], old;
+
+    check(NULL != w);
+    for (int i = 0; i < 4; ++i) {
+        h[i] = world_register(w, SIDE_B, mem[i], sizeof(mem[i]), MCA_BTL_REG_FLAG_ACCESS_ANY);
+        check(NULL != h[i]);
+        check_int_eq(h[i]->index, i);
+        check(0 != h[i]->key);
+        for (int j = 0; j < i; ++j) {
+            check(h[i]->key != h[j]->key);
+        }
+    }
+    for (int round = 0; round < 100; ++round) {
+        old = *h[2];
+        world_deregister(w, SIDE_B, h[2]);
+        h[2] = world_register(w, SIDE_B, mem[2], sizeof(mem[2]), MCA_BTL_REG_FLAG_ACCESS_ANY);
+        check(NULL != h[2]);
+        check_int_eq(h[2]->index, 2);
+        check(h[2]->key != old.key && 0 != h[2]->key);
+    }
+    check_int_eq(w->regtab[SIDE_B].used, 4);
+    world_fini(w);
+    return 0;
+}
+
 /* Requests the BTL cannot send are refused at once. */
 USNIC_TEST(rdma_bad_calls)
 {
@@ -874,6 +1080,7 @@ USNIC_TEST(rdma_null_endpoint_is_self)
     mca_btl_base_module_t *btl;
     static uint64_t mem[16], other[4];
     uint64_t src[2] = {0x1122334455667788ULL, 0x99aabbccddeeff00ULL}, dst[2] = {0, 0};
+    mca_btl_base_registration_handle_t *hm;
     op_rec_t r[6];
 
     check(NULL != w);
@@ -881,24 +1088,25 @@ USNIC_TEST(rdma_null_endpoint_is_self)
     for (int i = 0; i < 16; ++i) {
         mem[i] = 100 + i;
     }
-    check(NULL != world_register(w, SIDE_A, mem, sizeof(mem), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    hm = world_register(w, SIDE_A, mem, sizeof(mem), MCA_BTL_REG_FLAG_ACCESS_ANY);
+    check(NULL != hm);
     btl = &w->mods[SIDE_A].super;
     world_run_as(w, SIDE_A);
-    check_int_eq(btl->btl_put(btl, NULL, src, (uint64_t) (uintptr_t) &mem[2], NULL, NULL, 16, 0,
+    check_int_eq(btl->btl_put(btl, NULL, src, (uint64_t) (uintptr_t) &mem[2], NULL, hm, 16, 0,
                               0, op_cb, NULL, &r[0]),
                  OPAL_SUCCESS);
-    check_int_eq(btl->btl_get(btl, NULL, dst, (uint64_t) (uintptr_t) &mem[6], NULL, NULL, 16, 0,
+    check_int_eq(btl->btl_get(btl, NULL, dst, (uint64_t) (uintptr_t) &mem[6], NULL, hm, 16, 0,
                               0, op_cb, NULL, &r[1]),
                  OPAL_SUCCESS);
     r[2].result = 0;
     check_int_eq(btl->btl_atomic_fop(btl, NULL, &r[2].result, (uint64_t) (uintptr_t) &mem[9],
-                                     NULL, NULL, MCA_BTL_ATOMIC_ADD, 5, 0, 0, op_cb, NULL, &r[2]),
+                                     NULL, hm, MCA_BTL_ATOMIC_ADD, 5, 0, 0, op_cb, NULL, &r[2]),
                  OPAL_SUCCESS);
     r[3].result = 0;
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r[3].result, (uint64_t) (uintptr_t) &mem[10],
-                                       NULL, NULL, 110, 7, 0, 0, op_cb, NULL, &r[3]),
+                                       NULL, hm, 110, 7, 0, 0, op_cb, NULL, &r[3]),
                  OPAL_SUCCESS);
-    check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &mem[11], NULL,
+    check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &mem[11], hm,
                                     MCA_BTL_ATOMIC_XOR, 3, 0, 0, op_cb, NULL, &r[4]),
                  OPAL_SUCCESS);
     check_int_eq(btl->btl_get(btl, NULL, dst, (uint64_t) (uintptr_t) other, NULL, NULL, 8, 0, 0,
@@ -923,6 +1131,197 @@ USNIC_TEST(rdma_null_endpoint_is_self)
     check_ok(rdma_idle(w));
     check_ok(world_check_idle(w));
     world_fini(w);
+    return 0;
+}
+
+/* Open MPI 4.1.4's osc/rdma on a dynamic window: an origin holds a lock
+ * word exclusively (compare-and-swap 0 -> bit 63) and then asks for it
+ * shared (fetch-and-add 1, seeing bit 63: add -1, again) forever.  The
+ * target ends the job with a message after SELF_WAITS_FATAL such attempts
+ * (1000), remote or on its own memory; a process that waits for a lock
+ * another one holds waits on, and a lock released and taken again counts
+ * afresh. */
+#define EXCL_BIT (1ULL << 63)
+
+static int self_wait_rounds(world_t *w, uint64_t *lock, int n, bool remote)
+{
+    mca_btl_base_module_t *btl = &w->mods[SIDE_A].super;
+    mca_btl_base_registration_handle_t *h = remote ? NULL : HANDLE_AT(w, SIDE_A, lock);
+
+    for (int i = 0; i < n; ++i) {
+        op_rec_t r = {0}, back = {0};
+        if (remote) {
+            check_int_eq(do_fop(w, &r, lock, MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+            check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+            check(r.result & EXCL_BIT);
+            check_int_eq(do_fop(w, &back, lock, MCA_BTL_ATOMIC_ADD, (uint64_t) -1, false, false),
+                         OPAL_SUCCESS);
+            check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        } else {
+            world_run_as(w, SIDE_A);
+            check_int_eq(btl->btl_atomic_fop(btl, NULL, &r.result, (uint64_t) (uintptr_t) lock,
+                                             NULL, h, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb,
+                                             NULL, &r),
+                         OPAL_SUCCESS);
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) lock, h,
+                                            MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
+                                            &back),
+                         OPAL_SUCCESS);
+            world_progress(w, SIDE_A);
+            check(r.result & EXCL_BIT);
+        }
+    }
+    return 0;
+}
+
+USNIC_TEST(rdma_lock_self_wait_ends_job)
+{
+    world_t *w = world_new(20, 30);
+    static uint64_t lock[2], mine[1];
+    mca_btl_base_registration_handle_t *hb1;
+    mca_btl_base_module_t *btl;
+    op_rec_t r = {0};
+
+    check(NULL != w);
+    check(NULL != world_register(w, SIDE_B, lock, sizeof(lock), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    check(NULL != world_register(w, SIDE_A, mine, sizeof(mine), MCA_BTL_REG_FLAG_ACCESS_ANY));
+    hb1 = HANDLE_AT(w, SIDE_B, &lock[1]);
+
+    /* B holds lock[1] itself; A waits for it: no verdict however long */
+    btl = &w->mods[SIDE_B].super;
+    world_run_as(w, SIDE_B);
+    check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) &lock[1],
+                                       NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
+                 OPAL_SUCCESS);
+    world_progress(w, SIDE_B);
+    check(0 == r.result && EXCL_BIT == lock[1]);
+    if (0 != self_wait_rounds(w, &lock[1], 1100, true)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 0);
+    /* B releases lock[1] without an add (a swap to 0) and A takes it: A's
+     * waits on it count as A's, not B's nor a stale entry's */
+    {
+        op_rec_t sw = {0};
+        btl = &w->mods[SIDE_B].super;
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_fop(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                         NULL, hb1, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
+                                         &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(0 == lock[1]);
+        check_int_eq(do_cswap(w, &r, &lock[1], 0, EXCL_BIT, false), OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == r.result);
+        world_run_as(w, SIDE_B);
+        check_int_eq(btl->btl_atomic_cswap(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
+                                           NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
+                     OPAL_SUCCESS);
+        world_progress(w, SIDE_B);
+        check(EXCL_BIT == sw.result);
+        /* B waits (shared attempts) on A's lock: never a verdict */
+        for (int i = 0; i < 1100; ++i) {
+            op_rec_t a = {0}, b = {0};
+            check_int_eq(btl->btl_atomic_fop(btl, NULL, &a.result, (uint64_t) (uintptr_t) &lock[1],
+                                             NULL, hb1, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
+                                             &a),
+                         OPAL_SUCCESS);
+            check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], hb1,
+                                            MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
+                                            &b),
+                         OPAL_SUCCESS);
+            world_progress(w, SIDE_B);
+        }
+        check_int_eq(fake_dev.fatal_calls, 0);
+        check_int_eq(do_fop(w, &r, &lock[1], MCA_BTL_ATOMIC_ADD, EXCL_BIT, false, false),
+                     OPAL_SUCCESS);
+        check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+        check(0 == lock[1]);
+    }
+
+    /* A takes lock[0], releases it, takes it again: the count starts anew */
+    check_int_eq(do_cswap(w, &r, &lock[0], 0, EXCL_BIT, false), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check(0 == r.result);
+    if (0 != self_wait_rounds(w, &lock[0], 999, true)) {
+        return 1;
+    }
+    check_int_eq(do_fop(w, &r, &lock[0], MCA_BTL_ATOMIC_ADD, EXCL_BIT, false, false),
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    check(0 == lock[0]);
+    check_int_eq(do_cswap(w, &r, &lock[0], 0, EXCL_BIT, false), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 1000, true), WORLD_QUIET);
+    if (0 != self_wait_rounds(w, &lock[0], 999, true)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 0);
+    /* the 1000th attempt of the holder: the target ends the job (and is
+     * dead for the rest of the test) */
+    check_int_eq(do_fop(w, &r, &lock[0], MCA_BTL_ATOMIC_ADD, 1, false, true), OPAL_SUCCESS);
+    (void) world_run(w, 1000, true);
+    check_int_eq(fake_dev.fatal_calls, 1);
+    check(fake_dev.fatal_module == &w->mods[SIDE_B]);
+
+    /* the same on a process's own memory (NULL endpoint) */
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) mine, NULL,
+                                       HANDLE_AT(w, SIDE_A, mine), 0, EXCL_BIT, 0, 0, op_cb,
+                                       NULL, &r),
+                 OPAL_SUCCESS);
+    world_progress(w, SIDE_A);
+    if (0 != self_wait_rounds(w, mine, 1000, false)) {
+        return 1;
+    }
+    check_int_eq(fake_dev.fatal_calls, 2);
+    check(fake_dev.fatal_module == &w->mods[SIDE_A]);
+    world_fini(w);
+    return 0;
+}
+
+/* No PUT or GET of any size needs a registered local buffer, and the
+ * module says so: osc/rdma (Open MPI 4.1, 5.0) otherwise copies every PUT
+ * and GET above the thresholds through a bounce buffer of its own, which it
+ * registers with the BTL and never gives back when the window is freed. A
+ * PUT and a GET larger than a datagram, without local handles, complete. */
+USNIC_TEST(rdma_no_local_registration_needed)
+{
+    world_t *w = world_new(20, 30);
+    mca_btl_base_module_t *btl;
+    enum { N = 20000 };
+    uint8_t *src = malloc(N), *dst = calloc(1, N), *mem = calloc(1, N);
+    op_rec_t put = {0}, get = {0};
+
+    check(NULL != w && NULL != src && NULL != dst && NULL != mem);
+    for (int s = 0; s < 2; ++s) {
+        check(SIZE_MAX == w->mods[s].super.btl_put_local_registration_threshold);
+        check(SIZE_MAX == w->mods[s].super.btl_get_local_registration_threshold);
+    }
+    for (int i = 0; i < N; ++i) {
+        src[i] = (uint8_t) (i * 7 + 3);
+    }
+    check(NULL != world_register(w, SIDE_B, mem, N, MCA_BTL_REG_FLAG_ACCESS_ANY));
+    btl = &w->mods[SIDE_A].super;
+    world_run_as(w, SIDE_A);
+    check_int_eq(btl->btl_put(btl, w->ep[SIDE_A], src, (uint64_t) (uintptr_t) mem, NULL,
+                              HANDLE_AT(w, SIDE_B, mem), N,
+                              0, MCA_BTL_NO_ORDER, op_cb, NULL, &put),
+                 OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(put.callbacks, 1);
+    check(0 == memcmp(mem, src, N));
+    check_int_eq(do_get(w, &get, dst, mem, N), OPAL_SUCCESS);
+    check_int_eq(world_run(w, 20000, true), WORLD_QUIET);
+    check_int_eq(get.callbacks, 1);
+    check_int_eq(get.status, OPAL_SUCCESS);
+    check(0 == memcmp(dst, src, N));
+    check_ok(rdma_idle(w));
+    world_fini(w);
+    free(src);
+    free(dst);
+    free(mem);
     return 0;
 }
 

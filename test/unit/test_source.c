@@ -184,10 +184,12 @@ static int forged_data(world_t *w)
                     if (USNIC_PRIORITY_CHANNEL == c) {
                         continue;           /* chunks do not fit there */
                     }
+                    /* (a PUT's chunks carry the registration before the data) */
+                    uint32_t ref = (kind & 1) ? (uint32_t) sizeof(usnic_reg_ref_t) : 0;
                     world_header(w, SIDE_A, &p.ch.hdr, USNIC_PAYLOAD_TYPE_CHUNK);
-                    p.ch.hdr.payload_len = (uint16_t) mcp;
+                    p.ch.hdr.payload_len = (uint16_t) (mcp - ref);
                     p.ch.frag_id = 7;
-                    p.ch.frag_size = 2 * mcp;
+                    p.ch.frag_size = 2 * (mcp - ref);
                     p.ch.frag_offset = 0;
                     len = sizeof(p.ch) + mcp;
                 }
@@ -375,7 +377,8 @@ USNIC_TEST(source_forged_rdma)
     w->paused = true;
     forged_rdma_cb_calls = 0;
     check_int_eq(btl->btl_atomic_fop(btl, w->ep[SIDE_A], &got, (uint64_t) (uintptr_t) &mem[3],
-                                     NULL, NULL, MCA_BTL_ATOMIC_ADD, 5, 0, 0, forged_rdma_cb,
+                                     NULL, world_handle_at(w, SIDE_B, (uint64_t) (uintptr_t) &mem[3]),
+                                     MCA_BTL_ATOMIC_ADD, 5, 0, 0, forged_rdma_cb,
                                      NULL, NULL),
                  OPAL_SUCCESS);
     {

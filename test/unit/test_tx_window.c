@@ -311,3 +311,123 @@ USNIC_TEST(tx_loss_clustered)
     check(usnic_tx_loss_clustered(&w, 3));
     return 0;
 }
+
+/* One round of the path's window: the window fills at t_us (a round starts
+ * unless one runs), `acked` segments are ACKed over dur_us, the window
+ * fills again during it if `blocked`, and the ACK of the round's last send
+ * ends it.  Returns the window after. */
+static uint32_t bdp_round(usnic_tx_window_t *w, double *t_us, uint32_t acked, double dur_us,
+                          bool blocked, bool loss)
+{
+    usnic_tx_bdp_blocked(w, *t_us);
+    w->next_seq_to_send = (uint16_t)(w->next_seq_to_send + acked);
+    if (blocked) {
+        usnic_tx_bdp_blocked(w, *t_us + dur_us / 2);
+    }
+    w->round_loss |= loss;
+    w->ack_seq_rcvd = (uint16_t)(w->ack_seq_rcvd + acked);
+    check(usnic_tx_bdp_round_done(w, w->ack_seq_rcvd));
+    *t_us += dur_us;
+    usnic_tx_bdp_round_end(w, *t_us);
+    /* (each call starts from a window that just filled) */
+    w->round_active = false;
+    return w->limit;
+}
+
+/* The window follows the path: it doubles while a doubled window delivers
+ * at least 1/8 more per unit of time (the path held more), goes back when
+ * it does not (the extra only queued) and waits USNIC_BDP_HOLD rounds
+ * before trying again; rounds with a loss or with an unfilled window
+ * change nothing; the peer's buffers (size) bound it, and so does a cut
+ * congestion window.  Across the 16-bit wrap. */
+USNIC_TEST(tx_bdp_follows_path)
+{
+    usnic_tx_window_t w;
+    double t = 1000;
+
+    usnic_tx_window_init(&w, ISN, 2000);
+    check_int_eq(w.limit, USNIC_TX_WINDOW_INIT);
+    /* an ACK that does not reach a round's last send does not end it */
+    usnic_tx_bdp_blocked(&w, t);
+    check(w.round_active);
+    check(!usnic_tx_bdp_round_done(&w, (uint16_t)(w.next_seq_to_send - 2)));
+    w.round_active = false;
+
+    /* 256 per 100 us, then a probe at 512 delivers twice as much: grows */
+    check_int_eq(bdp_round(&w, &t, 256, 100, true, false), 512);
+    check(w.probing);
+    check_int_eq(bdp_round(&w, &t, 512, 100, true, false), 1024);
+    /* 1024 delivers no more than 512 did (the RTT doubled): back to 512 */
+    check_int_eq(bdp_round(&w, &t, 1024, 200, true, false), 512);
+    check(!w.probing);
+    check_int_eq(w.hold, USNIC_BDP_HOLD);
+    /* no probe while the hold lasts */
+    for (int i = 0; i < USNIC_BDP_HOLD; ++i) {
+        check_int_eq(bdp_round(&w, &t, 512, 100, true, false), 512);
+    }
+    check_int_eq(w.hold, 0);
+    /* then it tries again; the path changed and holds more now */
+    check_int_eq(bdp_round(&w, &t, 512, 100, true, false), 1024);
+    check_int_eq(bdp_round(&w, &t, 1024, 110, true, false), 2000);
+    /* up to the peer's buffers, not beyond */
+    check_int_eq(bdp_round(&w, &t, 2000, 150, true, false), 2000);
+    check(!w.probing);
+
+    /* a round with a loss, or whose window did not fill, says nothing */
+    usnic_tx_window_init(&w, ISN, 4096);
+    check_int_eq(bdp_round(&w, &t, 256, 100, true, true), 256);
+    check_int_eq(bdp_round(&w, &t, 100, 100, false, false), 256);
+    check_int_eq(bdp_round(&w, &t, 256, 100, true, false), 512);
+    /* a probe whose next round has a loss stays, unconfirmed */
+    check_int_eq(bdp_round(&w, &t, 300, 100, true, true), 512);
+    check(!w.probing);
+    /* the congestion window still bounds it after a cut */
+    w.next_seq_to_send = (uint16_t)(w.ack_seq_rcvd + 1 + 400);
+    check(usnic_tx_cwnd_loss(&w, false));
+    check_int_eq(w.limit, 200);
+    check_int_eq(w.bdp, 512);
+    /* and rounds it limits teach nothing: bdp does not grow past it
+     * unmeasured (a sender held to 4 segments after a timeout would
+     * otherwise double bdp every round) */
+    w.cut_active = false;
+    usnic_tx_bdp_blocked(&w, t);
+    check(!w.round_active);
+    w.round_active = true;
+    w.round_blocked = true;
+    w.round_seq = w.ack_seq_rcvd;
+    w.round_start_us = t;
+    check(!usnic_tx_bdp_round_end(&w, t + 100));
+    check_int_eq(w.bdp, 512);
+    /* and a smaller peer share bounds it too */
+    usnic_tx_window_init(&w, ISN, 64);
+    check_int_eq(w.limit, 64);
+    check_int_eq(bdp_round(&w, &t, 64, 100, true, false), 64);
+    check(!w.probing);
+    return 0;
+}
+
+/* A round that ends with everything ACKed starts no next one: it would end
+ * at the first ACK after the sender's pause and count the pause. */
+USNIC_TEST(tx_bdp_no_round_when_drained)
+{
+    usnic_tx_window_t w;
+
+    usnic_tx_window_init(&w, ISN, 2000);
+    usnic_tx_bdp_blocked(&w, 0);
+    w.next_seq_to_send = (uint16_t)(w.next_seq_to_send + 10);
+    usnic_tx_bdp_blocked(&w, 5);
+    check(w.round_blocked);
+    w.ack_seq_rcvd = (uint16_t)(w.next_seq_to_send - 1);
+    usnic_tx_bdp_round_end(&w, 10);
+    check(!w.round_active);
+    /* with data still in flight the next round starts at once */
+    usnic_tx_bdp_blocked(&w, 20);
+    w.next_seq_to_send = (uint16_t)(w.next_seq_to_send + 10);
+    usnic_tx_bdp_blocked(&w, 25);
+    w.ack_seq_rcvd = (uint16_t)(w.ack_seq_rcvd + 5);
+    check(usnic_tx_bdp_round_done(&w, w.ack_seq_rcvd));
+    usnic_tx_bdp_round_end(&w, 30);
+    check(w.round_active);
+    check_int_eq(w.round_seq, (uint16_t)(w.next_seq_to_send - 1));
+    return 0;
+}

@@ -19,6 +19,7 @@
 #include "opal/mca/accelerator/base/base.h"
 #endif
 
+#include "btl_usnic_compat.h"
 #include "usnic_test.h"
 
 static usnic_test_t *first, **last = &first;
@@ -58,6 +59,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "unit: opal_init_util failed\n");
         return 2;
     }
+    /* As opal_init does: the checker's progress thread (test_conn.c) can
+     * then be stopped from the main thread. */
+    opal_event_use_threads();
 #if OPAL_MAJOR_VERSION >= 5
     /* 5.0's convertor asks the accelerator framework about every buffer;
      * opal_init opens it, opal_init_util does not. */

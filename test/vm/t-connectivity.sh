@@ -62,6 +62,6 @@ assert_grep 'large datagrams do not' "$WORK/mtu.out" "checker reported large pin
 # Both ends see their large pings fail.  Either report may be the one that reaches mpirun:
 # Open MPI 4.1.4 sometimes loses a help message from a process on mpirun's own host.
 assert_grep 'Local host: +host[AB]' "$WORK/mtu.out" "the report names the reporting host"
-assert_grep 'Ping sizes: +16 bytes \(answered\), 8932 bytes \(not answered' "$WORK/mtu.out" \
+assert_grep 'Ping sizes: +32 bytes \(answered\), 8932 bytes \(not answered' "$WORK/mtu.out" \
     "message gives both ping sizes"
 pass "MTU mismatch aborted after ${t}s"

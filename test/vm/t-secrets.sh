@@ -7,7 +7,8 @@
 #      attacker with the job's user id could), appears nowhere in the job's output, and is
 #      not what the old derivation from pid, start time and rank gives (progs/oldqkey.c)
 #   2) getrandom failing inside the component (progs/nogetrandom.c, LD_PRELOAD), first for the
-#      Q_Key, then for a device's initial sequence numbers: the "no random numbers" help
+#      Q_Key, then for the key of the connectivity messages, then for a device's initial
+#      sequence numbers: the "no random numbers" help
 #      message, usnic without devices (no statistics) and the job still runs (over tcp)
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
@@ -77,8 +78,12 @@ for x in A B; do
 done
 
 echo "== 2) getrandom fails"
-for after in 0 1; do
-    need=$([ $after = 0 ] && echo "the Q_Key" || echo "initial sequence numbers")
+for after in 0 1 2; do
+    case $after in
+        0) need="the Q_Key" ;;
+        1) need="the key of the connectivity messages" ;;
+        *) need="initial sequence numbers" ;;
+    esac
     echo "-- getrandom fails in usnic after $after successful call(s): no $need"
     BTL=usnic,self,tcp mpirun_usnic -x LD_PRELOAD="$WORK/nogetrandom.so" -x NOGETRANDOM_AFTER=$after \
         --mca btl_tcp_if_include "$RXEVM_NET.0/24" --mca btl_usnic_stats 1000000 \
