@@ -46,9 +46,9 @@ npass=0 nfail=0 table=()
 TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
 # packages, VM image and Debian 13 world take several minutes more)
-declare -A est=([deps]=240 [lint]=20 [build]=60 [install]=5 [unit]=60 [build5]=60
-    [install5]=5 [unit5]=60 [engine]=60 [intree]=660 [fuzz]=150 [deb]=30 [deb5]=60
-    [native]=420 [native4]=360 [vm]=900 [vm5]=420 [bench]=90 [nbench]=60)
+declare -A est=([deps]=240 [lint]=20 [build]=20 [install]=5 [unit]=30 [build5]=20
+    [install5]=5 [unit5]=30 [engine]=30 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
+    [native]=300 [native4]=300 [vm]=840 [vm5]=440 [bench]=90 [nbench]=30)
 declare -A took=()
 estimate() {
     local from="defaults" name line total=0
