@@ -26,42 +26,9 @@ for f in "$out"/raw/*-r[0-9]*.txt; do
             print tr, run, (job == "p2p" ? $1 : job), $2, $3, $4, $5, $6, $7, $8, $9 }' "$f"
 done > "$out/all.tsv"
 
-awk '
-    function median(k, c,    n, i, j, v, a) {
-        n = cnt[k]
-        for (i = 1; i <= n; i++) a[i] = val[k, c, i] + 0
-        for (i = 2; i <= n; i++) {
-            v = a[i]
-            for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]
-            a[j + 1] = v
-        }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    {
-        k = $1 SUBSEP $3 SUBSEP $4
-        if (!(k in cnt)) order[++nk] = k
-        n = ++cnt[k]
-        for (c = 7; c <= 11; c++) val[k, c, n] = $c
-        win[k] = $6
-    }
-    END {
-        for (i = 1; i <= nk; i++) {
-            k = order[i]; split(k, p, SUBSEP)
-            printf "%s %s %s %d %.3f %.3f %.3f %.3f %.1f %s\n", p[1], p[2], p[3], cnt[k],
-                median(k, 7), median(k, 8), median(k, 9), median(k, 10), median(k, 11), win[k]
-        }
-    }' "$out/all.tsv" > "$out/medians.tsv"
-
-# get TRANSPORT KEY SIZE COLUMN(n|mean|median|min|mbs|rate|win): a median, empty if missing
-get() {
-    local col
-    case $4 in
-        n) col=4 ;; mean) col=5 ;; median) col=6 ;; min) col=7 ;; mbs) col=8 ;; rate) col=9 ;;
-        *) col=10 ;;
-    esac
-    awk -v t="$1" -v x="$2" -v s="$3" -v c="$col" '
-        $1 == t && $2 == x && $3 == s { print $c; exit }' "$out/medians.tsv"
-}
+# shellcheck source=bench/report-lib.sh
+. "$(dirname "$0")/report-lib.sh"
+medians 3
 # pratio TR-A KEY-A TR-B KEY-B SIZE COLUMN(7 mean|8 median|9 min|10 MB/s|11 msg/s): A / B
 # paired round by round: "MEDIAN MIN MAX N" over the rounds that have both, empty if none
 pratio() {

@@ -28,42 +28,9 @@ done > "$out/all.tsv"
 
 # medians.tsv: TRANSPORT TEST SIZE NRUNS MEAN_US MEDIAN_US MIN_US MB/S MSG/S WINDOW (medians
 # over the runs)
-awk '
-    function median(k, c,    n, i, j, v, a) {
-        n = cnt[k]
-        for (i = 1; i <= n; i++) a[i] = val[k, c, i] + 0
-        for (i = 2; i <= n; i++) {            # insertion sort: a handful of runs
-            v = a[i]
-            for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]
-            a[j + 1] = v
-        }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    {
-        k = $1 SUBSEP $3 SUBSEP $4
-        if (!(k in cnt)) order[++nk] = k
-        n = ++cnt[k]
-        for (c = 7; c <= 11; c++) val[k, c, n] = $c
-        win[k] = $6
-    }
-    END {
-        for (i = 1; i <= nk; i++) {
-            k = order[i]; split(k, p, SUBSEP)
-            printf "%s %s %s %d %.2f %.2f %.2f %.3f %.1f %s\n", p[1], p[2], p[3], cnt[k],
-                median(k, 7), median(k, 8), median(k, 9), median(k, 10), median(k, 11), win[k]
-        }
-    }' "$out/all.tsv" > "$out/medians.tsv"
-
-# get TRANSPORT TEST SIZE COLUMN(n|mean|median|min|mbs|rate|win): a median, empty if missing
-get() {
-    local col
-    case $4 in
-        n) col=4 ;; mean) col=5 ;; median) col=6 ;; min) col=7 ;; mbs) col=8 ;; rate) col=9 ;;
-        *) col=10 ;;
-    esac
-    awk -v t="$1" -v x="$2" -v s="$3" -v c="$col" '
-        $1 == t && $2 == x && $3 == s { print $c; exit }' "$out/medians.tsv"
-}
+# shellcheck source=bench/report-lib.sh
+. "$(dirname "$0")/report-lib.sh"
+medians 2
 # pratio TEST SIZE COLUMN(7 mean|8 median|9 min|10 MB/s): usnic / raw UD paired run by run (the
 # same run of the interleaved suite), as "MEDIAN (MIN-MAX)" over the runs; "–" if no run has both
 pratio() {
