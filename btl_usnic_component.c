@@ -369,7 +369,7 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     if (0 == num_ports && USNIC_TRANSPORT_AUTO != c->transport) {
         opal_show_help("help-mpi-btl-usnic.txt", "no devices for transport", true,
                        opal_process_info.nodename,
-                       USNIC_TRANSPORT_UDP == c->transport ? "udp" : "verbs");
+                       opal_btl_usnic_transport_name(c->dev_ops->transport));
     }
     c->modules = calloc(num_ports > 0 ? num_ports : 1, sizeof(*c->modules));
     if (NULL == c->modules) {

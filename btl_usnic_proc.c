@@ -55,15 +55,6 @@ static opal_btl_usnic_proc_t *proc_lookup(opal_proc_t *opal_proc)
     return NULL;
 }
 
-static const char *transport_name(uint8_t transport)
-{
-    switch (transport) {
-    case USNIC_TRANSPORT_VERBS: return "verbs (UD queue pairs)";
-    case USNIC_TRANSPORT_UDP: return "udp (kernel UDP sockets)";
-    default: return "unknown";
-    }
-}
-
 int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc_out)
 {
     opal_btl_usnic_proc_t *p = proc_lookup(opal_proc);
@@ -103,8 +94,9 @@ int opal_btl_usnic_proc_get(opal_proc_t *opal_proc, opal_btl_usnic_proc_t **proc
     if (modex[0].transport != usnic_component.dev_ops->transport) {
         char *host = usnic_hostname_dup(opal_proc);
         opal_show_help("help-mpi-btl-usnic.txt", "transport mismatch", true,
-                       opal_process_info.nodename, transport_name(usnic_component.dev_ops->transport),
-                       host, transport_name(modex[0].transport));
+                       opal_process_info.nodename,
+                       opal_btl_usnic_transport_name(usnic_component.dev_ops->transport), host,
+                       opal_btl_usnic_transport_name(modex[0].transport));
         free(host);
         free(modex);
         return OPAL_ERR_UNREACH;

@@ -21,6 +21,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic_util.h"
+#include "btl_usnic_wire.h"
 
 uint32_t opal_btl_usnic_prefix_to_mask(uint32_t prefix)
 {
@@ -186,4 +187,13 @@ int opal_btl_usnic_random(void *buf, size_t len)
         len -= (size_t) n;
     }
     return 0;
+}
+
+const char *opal_btl_usnic_transport_name(uint8_t transport)
+{
+    switch (transport) {
+    case USNIC_TRANSPORT_VERBS: return "verbs (UD queue pairs)";
+    case USNIC_TRANSPORT_UDP: return "udp (kernel UDP sockets)";
+    default: return "unknown";
+    }
 }

@@ -33,6 +33,9 @@ uint32_t opal_btl_usnic_prefix_to_mask(uint32_t prefix);
 
 /* "a.b.c.d/n" and "aa:bb:cc:dd:ee:ff" into caller buffers. */
 void opal_btl_usnic_snprintf_ipv4(char *out, size_t size, uint32_t ipv4, uint32_t prefix);
+
+/* USNIC_TRANSPORT_* (btl_usnic_wire.h) as messages name it. */
+const char *opal_btl_usnic_transport_name(uint8_t transport);
 void opal_btl_usnic_snprintf_mac(char *out, size_t size, const uint8_t mac[6]);
 
 /* True if this process may lock memory beyond RLIMIT_MEMLOCK (it has
