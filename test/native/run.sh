@@ -10,7 +10,10 @@
 # NAME.log per test (NAME.2.log ... for a test named again), run.log; NATIVE_LOGS=DIR
 # replaces that. Timeouts as in test/vm/run.sh: `# vm-timeout: SECONDS` (default 300),
 # VM_TEST_TIMEOUT replaces them, USNIC_ASAN=1 (test/vm/asan-run.sh --native) multiplies them
-# by USNIC_ASAN_SLOW (default 3).
+# by USNIC_ASAN_SLOW (default 3). USNIC_SO=FILE runs the tests with that build of
+# mca_btl_usnic.so instead of the one installed in Open MPI's directory (a private component
+# directory of links, named by OMPI_MCA_mca_base_component_path, which every process of the
+# world inherits), so that a branch is tested without installing it.
 # The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
 # 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
 # programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
@@ -54,6 +57,17 @@ for t; do
     specs+=("$f:$((${VM_TEST_TIMEOUT:-${to:-300}} * slow))")
 done
 mkdir -p "$LOGS" || exit 2
+if [ -n "${USNIC_SO:-}" ]; then
+    [ -f "$USNIC_SO" ] || { echo "run.sh: USNIC_SO: no such file: $USNIC_SO" >&2; exit 2; }
+    comps=$(mktemp -d /tmp/usnic-components.XXXXXX) || exit 2
+    trap 'rm -rf "$comps"' EXIT
+    for f in "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)"/*; do
+        case ${f##*/} in mca_btl_usnic.*) ;; *) ln -s "$f" "$comps/" ;; esac
+    done
+    cp "$USNIC_SO" "$comps/mca_btl_usnic.so" || exit 2
+    export OMPI_MCA_mca_base_component_path=$comps
+    echo "$label: usnic from $USNIC_SO"
+fi
 for s in "${specs[@]}"; do
     n=${s%:*}; n=${n##*/}; n=${n%.sh}
     rm -f "$LOGS/$n.log" "$LOGS/$n".[0-9]*.log
