@@ -3,7 +3,9 @@
 # (tools/netns-world/netns-world: HOSTS hosts on this machine, default 2, no VM, no RDMA;
 # usnic over kernel UDP), one after the other in ONE world. Default: every test of test/vm/
 # and test/native/ whose header line `# world: ...` names native and whose
-# `# native-hosts: MIN` (default 2) is at most HOSTS. A name is looked up in test/native/,
+# `# native-hosts: MIN[-MAX]` (default 2, no maximum) admits HOSTS (a test whose programs run
+# on two hosts of any world says 2-2: on more it would repeat the 2-host run exactly, with the
+# other hosts idle). A name is looked up in test/native/,
 # then test/vm/. Prints `PASS|FAIL NAME (Ns)` per test and finally
 # `native: N passed, N failed` (`nativeN: ...` with HOSTS = N other than 2); exits non-zero if
 # a test or the world failed. Logs: test/native/logs/ (2 hosts) or test/native/logs/nN/,
@@ -42,7 +44,9 @@ if [ $# = 0 ]; then
     for t in "$VM"/t-*.sh "$NATIVE"/t-*.sh; do
         [ -f "$t" ] || continue
         case " $(header "$t" world) " in *" native "*) ;; *) continue ;; esac
-        [ "$(header "$t" native-hosts | grep -Eo '^[0-9]+')" -gt "$HOSTS" ] 2>/dev/null && continue
+        nh=$(header "$t" native-hosts)
+        [ "$(grep -Eo '^[0-9]+' <<< "$nh")" -gt "$HOSTS" ] 2>/dev/null && continue
+        [ "$(grep -Eo '[0-9]+$' <<< "${nh#*-}")" -lt "$HOSTS" ] 2>/dev/null && [[ $nh == *-* ]] && continue
         n=${t##*/}; set -- "$@" "${n%.sh}"
     done
 fi

@@ -100,6 +100,17 @@ for s in "${specs[@]}"; do rm -f "$LOGS/${s%:*}.log" "$LOGS/${s%:*}".[0-9]*.log;
 export RXE_VM_RW=$REPO
 cd "$REPO" || exit 2
 t0=$SECONDS
+# the tests' programs, compiled here in the root the VM boots over (seconds, not minutes of
+# TCG); the guest takes them from the cache (test/vm/progs-cache.sh)
+files=()
+for s in "${specs[@]}"; do files+=("test/vm/${s%:*}.sh"); done
+vmroot=$(readlink -f "${RXE_VM_ROOT:-/}")
+if [ "$vmroot" = / ]; then fill=(bash)
+elif [ "$vmroot" = "$(readlink -f "$(tools/debian13-root.sh)")" ]; then fill=(tools/debian13-root.sh run bash)
+else fill=()     # a root of another kind: the guest compiles
+fi
+[ ${#fill[@]} = 0 ] || "${fill[@]}" test/vm/progs-cache.sh --fill "${files[@]}" > "$LOGS/progs-cache.log" 2>&1 ||
+    echo "run.sh: some programs did not compile here ($LOGS/progs-cache.log); the tests will say which"
 vmerr=() boots=0
 for pairs in 1 2; do             # one VM per topology that a requested test needs
     if [ "$pairs" = 1 ]; then group=("${group1[@]}") sum=$sum1

@@ -1,6 +1,7 @@
 #!/bin/bash
 # vm-timeout: 240
 # world: vm native
+# native-hosts: 2-2
 # Bring-up: the usnic component is installed and registers its parameters, and in a 2-host
 # job (one rank on hostA, one on hostB, BTLs usnic,self only, progs/p2p.c with ping-pongs of
 # 1 B, 64 KiB and 153545 B, 1 MiB + 1 and 4 MiB + 3, the last three by ob1's RGET) each host

@@ -1,6 +1,7 @@
 #!/bin/bash
 # vm-timeout: 480
 # world: native
+# native-hosts: 2-2
 # Busy peers are alive, dead ones are not: btl_usnic_peer_timeout 4 s, one rank per host over
 # usnic,self, the connectivity checker on (its default) unless said otherwise.
 #   a) busy peer (progs/busypeer.c busy 12): a rank sleeps, calling nothing in MPI, for 12 s

@@ -38,7 +38,7 @@ THIRD=$RXEVM_NET.77
 mpi_build livedead
 mpi_build busy
 mpi_build busypeer
-gcc -O2 -Wall -Wextra -I"$REPO" -o "$ROGUE" "$REPO/test/rogue/usnic_connrogue.c" ||
+cc_cached "$WORK/usnic_connrogue" gcc -O2 -Wall -Wextra -I"$REPO" "$REPO/test/rogue/usnic_connrogue.c" ||
     fail "gcc usnic_connrogue.c"
 ip netns exec nsB ip addr add "$THIRD/24" dev vethB || fail "the third address"
 BG=()

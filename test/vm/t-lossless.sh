@@ -43,8 +43,8 @@ set -u
 . "$(dirname "$0")/dp-lib.sh"
 . "$(dirname "$0")/fault-lib.sh"
 
-mpicc -O2 -Wall -o "$WORK/mpibench" "$REPO/bench/mpibench.c" || fail "mpicc mpibench.c"
-gcc -O2 -Wall -o "$WORK/stallprobe" "$REPO/test/vm/progs/stallprobe.c" || fail "gcc stallprobe.c"
+cc_cached "$WORK/mpibench" mpicc -O2 -Wall "$REPO/bench/mpibench.c" || fail "mpicc mpibench.c"
+cc_cached "$WORK/stallprobe" gcc -O2 -Wall "$REPO/test/vm/progs/stallprobe.c" || fail "gcc stallprobe.c"
 netem_clear
 # twice the minimum retransmit timeout (btl_usnic_retrans_timeout's default, 5000 us)
 STALL_US=10000

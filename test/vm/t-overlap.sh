@@ -1,6 +1,7 @@
 #!/bin/bash
 # vm-timeout: 400
 # world: native
+# native-hosts: 2-2
 # The progress thread (btl_usnic_progress_thread) moves a transfer while the application
 # computes (bench/overlap.c, 1 rank per host, btl usnic,self): rank 0 sends 1 MiB (a
 # rendezvous message) with MPI_Isend, computes 2 s without calling MPI, then MPI_Wait; rank 1
@@ -24,7 +25,7 @@ set -u
 Y=${HOSTS[NHOSTS - 1]}
 [ "$NHOSTS" -gt 2 ] || Y=B
 
-mpicc -O2 -Wall -o "$WORK/overlap" "$REPO/bench/overlap.c" || fail "mpicc overlap.c"
+cc_cached "$WORK/overlap" mpicc -O2 -Wall "$REPO/bench/overlap.c" || fail "mpicc overlap.c"
 SIZE=1048576 TRIALS=3 COMPUTE=2000
 ARGS=(-s "$SIZE" -n "$TRIALS" -c "$COMPUTE" -l 200 -b 3 -d 2000)
 # the fewest datagrams host Y's process accepted for the three messages (4064 bytes each)

@@ -44,7 +44,7 @@ FAILED=0
 bad() { echo "FAIL: $*"; FAILED=1; }
 
 mpi_build steady
-gcc -O2 -Wall -Wextra -I"$REPO" -o "$ROGUE" "$REPO/test/rogue/usnic_rogue.c" -libverbs ||
+cc_cached "$WORK/usnic_rogue" gcc -O2 -Wall -Wextra -I"$REPO" "$REPO/test/rogue/usnic_rogue.c" -libverbs ||
     fail "gcc usnic_rogue.c"
 
 # job_start NAME: steady (3 ranks: 1 on hostA, 2 on hostB) in the background, output in

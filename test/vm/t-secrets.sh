@@ -16,10 +16,10 @@ set -u
 
 mpi_build steady
 mpi_build hello
-gcc -O2 -Wall -Wextra -I"$REPO" -o "$WORK/usnic_rogue" "$REPO/test/rogue/usnic_rogue.c" -libverbs ||
+cc_cached "$WORK/usnic_rogue" gcc -O2 -Wall -Wextra -I"$REPO" "$REPO/test/rogue/usnic_rogue.c" -libverbs ||
     fail "gcc usnic_rogue.c"
-mpicc -O2 -Wall -o "$WORK/oldqkey" "$REPO/test/vm/progs/oldqkey.c" -lopen-pal || fail "mpicc oldqkey.c"
-gcc -shared -fPIC -O2 -Wall -o "$WORK/nogetrandom.so" "$REPO/test/vm/progs/nogetrandom.c" -ldl ||
+mpi_build oldqkey -lopen-pal
+cc_cached "$WORK/nogetrandom.so" gcc -shared -fPIC -O2 -Wall "$REPO/test/vm/progs/nogetrandom.c" -ldl ||
     fail "gcc nogetrandom.c"
 
 # pid_on X: the pid of the job's process (steady) on hostX (the hosts have their own mount

@@ -1,5 +1,7 @@
 #!/bin/bash
 # vm-timeout: 240
+# world: native
+# native-hosts: 2-2
 # A rank reuses a one-sided registration handle after its owner freed the memory
 # (progs/stalehandle.c, btl usnic,self, one rank per host): rank 1 on hostB registers a buffer
 # with the usnic BTL and gives rank 0 on hostA the handle; rank 0's PUT with it arrives. Rank 1
@@ -18,8 +20,8 @@ set -u
 . "$(dirname "$0")/dp-lib.sh"
 
 # the program uses the BTL and BML directly (internal headers of the Open MPI installed)
-mpicc -O2 -Wall -o "$WORK/stalehandle" "$REPO/test/vm/progs/stalehandle.c" -lopen-pal ||
-    fail "mpicc stalehandle.c"
+mpi_build stalehandle -lopen-pal
+[ "$NHOSTS" -gt 2 ] && export MPI_HOSTS="A B"    # a program for one rank on each of two hosts
 OUT=$WORK/stalehandle.out
 BTL=usnic,self mpirun_usnic -t 120 --mca btl_usnic_peer_timeout 6 --mca btl_usnic_stats 1 \
     --mca orte_base_help_aggregate 0 "$WORK/stalehandle" > "$OUT" 2>&1
@@ -37,17 +39,17 @@ if grep -q '^stalehandle: stale PUT completed' "$OUT"; then
     dp_fail "the PUT with the deregistered handle completed at rank 0"
 fi
 assert_grep 'named no memory' "$OUT" "hostB printed the 'bad registration handle' message"
-for f in 'Host: +hostB$' 'Device: +rxeB' 'Peer: +hostA$' 'Operation: +PUT$'; do
+for f in 'Host: +hostB$' "Device: +$(dev_of B)\$" 'Peer: +hostA$' 'Operation: +PUT$'; do
     assert_grep "^ +$f" "$OUT" "the message gives ${f%%:*}"
 done
-n=$(grep -E "btl:usnic: stats .*hostB rxeB[0-9]*: " "$OUT" | tr ' ' '\n' |
+n=$(grep -E "btl:usnic: stats .*hostB $(dev_of B)[0-9]*: " "$OUT" | tr ' ' '\n' |
     sed -n 's/^num_bad_handles=//p' | sort -n | tail -n 1)
 if [ "${n:-0}" -ge 1 ]; then pass "hostB counted $n refused PUTs in num_bad_handles"
 else dp_fail "hostB's statistics show no num_bad_handles"; fi
 aborted "$rc" "the job"
 # (Open MPI 4.1.4 sometimes loses a help message from a process on mpirun's own host; the
 # PML's abort line, which names the cause, is not lost)
-if grep -Eq 'retransmitting to a peer that has not|fatal error on rxeA \(peer [0-9./]+ unreachable\)' \
+if grep -Eq "retransmitting to a peer that has not|fatal error on $(dev_of A) \\(peer [0-9./]+ unreachable\\)" \
     "$OUT"; then
     pass "usnic ended the job at the peer timeout (peer unreachable)"
 else

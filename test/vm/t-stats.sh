@@ -1,6 +1,7 @@
 #!/bin/bash
 # vm-timeout: 150
 # world: native
+# native-hosts: 2-2
 # Statistics: the counters move as expected when read through MPI_T (progs/mpit.c checks each
 # variable against the traffic it made, and exits 1 otherwise); with
 # btl_usnic_stats=1 reports are printed every second and once at finalize; with
