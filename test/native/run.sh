@@ -1,5 +1,5 @@
 #!/bin/bash
-# test/native/run.sh [-n HOSTS] [t-NAME...]: run integration tests in the native world
+# test/native/run.sh [-n HOSTS] [--private] [t-NAME...]: run integration tests in the native world
 # (tools/netns-world/netns-world: HOSTS hosts on this machine, default 2, no VM, no RDMA;
 # usnic over kernel UDP), one after the other in ONE world. Default: every test of test/vm/
 # and test/native/ whose header line `# world: ...` names native and whose
@@ -15,7 +15,9 @@
 # by USNIC_ASAN_SLOW (default 3). USNIC_SO=FILE runs the tests with that build of
 # mca_btl_usnic.so instead of the one installed in Open MPI's directory (a private component
 # directory of links, named by OMPI_MCA_mca_base_component_path, which every process of the
-# world inherits), so that a branch is tested without installing it.
+# world inherits), so that a branch is tested without installing it. --private: the world is
+# private (netns-world --private), so that this run goes on beside another world's
+# (test/run-all.sh runs the 2-host and 4-host worlds at once).
 # The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
 # 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
 # programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
@@ -24,8 +26,14 @@ set -u
 NATIVE=$(cd "$(dirname "$0")" && pwd)
 REPO=${NATIVE%/test/native}
 VM=$REPO/test/vm
-HOSTS=2
-if [ "${1:-}" = -n ]; then HOSTS=${2:-}; shift 2; fi
+HOSTS=2 private=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        -n) HOSTS=${2:-}; shift 2 ;;
+        --private) private=(--private); shift ;;
+        *) break ;;
+    esac
+done
 [[ $HOSTS =~ ^[2-8]$ ]] || { echo "run.sh: -n needs 2..8 hosts" >&2; exit 2; }
 label=native
 [ "$HOSTS" = 2 ] || label=native$HOSTS
@@ -79,7 +87,7 @@ done
 : > "$LOGS/run.log"
 cd "$REPO" || exit 2
 t0=$SECONDS
-VM_LOGS=$LOGS tools/netns-world/netns-world -n "$HOSTS" --mtu "${NATIVE_MTU:-4128}" \
+VM_LOGS=$LOGS tools/netns-world/netns-world "${private[@]}" -n "$HOSTS" --mtu "${NATIVE_MTU:-4128}" \
     test/vm/run.sh --in-guest "${specs[@]}" < /dev/null 2>&1 | tee -a "$LOGS/run.log"
 wrc=${PIPESTATUS[0]}
 # the k-th run of a test is the k-th result line of its name
