@@ -88,7 +88,8 @@ void opal_btl_usnic_rdma_zcopy_release(struct opal_btl_usnic_module_t *module,
 /* The endpoint goes away: its outstanding requests fail (OPAL_ERR_UNREACH). */
 void opal_btl_usnic_rdma_flush_endpoint(struct mca_btl_base_endpoint_t *ep);
 
-/* BTL entry points. */
+/* BTL entry points.  An atomic on this process's own memory (NULL endpoint)
+ * returns 1, done without a callback, unless it fetches 32 bits. */
 int opal_btl_usnic_get(mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *endpoint,
                        void *local_address, uint64_t remote_address,
                        mca_btl_base_registration_handle_t *local_handle,

@@ -11,6 +11,11 @@
  *   cas      MPI_Compare_and_swap (int64) + MPI_Win_flush
  *   acc      MPI_Accumulate of 8 B (MPI_SUM, int64) + MPI_Win_flush
  *   fence    MPI_Win_fence epoch with one 8 B MPI_Put from each rank (own window)
+ *   lock     MPI_Win_lock(MPI_LOCK_EXCLUSIVE) of the target and MPI_Win_unlock, empty epoch
+ *   xfop     fetch-and-op + flush inside an exclusive lock of the target held meanwhile
+ *            (osc/rdma then takes no accumulate lock: the atomic alone)
+ *   sfop     fetch-and-op + flush aimed at the origin's own window
+ *   slock    exclusive lock and unlock of the origin's own window
  * Rank 0 is the origin; rank 1, the target, only progresses meanwhile (it waits in the
  * barrier that ends each op's iterations; the ping-pong and the fence involve both).
  * Prints per round "osc-lat: round R rtt_us X put Y get Y ..." where every op is the
@@ -23,8 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOPS 7
-static const char *names[NOPS] = {"rtt", "put", "get", "fop", "cas", "acc", "fence"};
+#define NOPS 11
+static const char *names[NOPS] = {"rtt", "put", "get", "fop", "cas", "acc", "fence",
+                                  "lock", "xfop", "sfop", "slock"};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -42,9 +48,9 @@ int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 5, iters = argc > 2 ? atoi(argv[2]) : 200;
     int rank, size, peer;
-    int64_t *base, *fbase, one = 1, res = 0, cmp = 0, buf = 0;
+    int64_t *base, *fbase, *xbase, one = 1, res = 0, cmp = 0, buf = 0;
     double *t, *ratio[NOPS];
-    MPI_Win win, fwin;
+    MPI_Win win, fwin, xwin;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -64,6 +70,9 @@ int main(int argc, char **argv)
     memset(base, 0, 64);
     MPI_Win_allocate(64, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &fbase, &fwin);
     memset(fbase, 0, 64);
+    /* exclusive locks: a window without the lock_all epoch of win */
+    MPI_Win_allocate(64, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &xbase, &xwin);
+    memset(xbase, 0, 64);
     MPI_Win_lock_all(0, win);
 
     for (int r = 0; r < rounds; ++r) {
@@ -71,6 +80,9 @@ int main(int argc, char **argv)
 
         for (int k = 0; k < NOPS; ++k) {
             MPI_Barrier(MPI_COMM_WORLD);
+            if (8 == k && 0 == rank) {
+                MPI_Win_lock(MPI_LOCK_EXCLUSIVE, peer, 0, xwin);
+            }
             for (int i = 0; i < iters + 10; ++i) {
                 double t0 = MPI_Wtime();
                 if (0 == k) {
@@ -95,16 +107,34 @@ int main(int argc, char **argv)
                     case 4:
                         MPI_Compare_and_swap(&one, &cmp, &res, MPI_INT64_T, peer, 3, win);
                         break;
-                    default:
+                    case 5:
                         MPI_Accumulate(&one, 1, MPI_INT64_T, peer, 4, 1, MPI_INT64_T, MPI_SUM,
                                        win);
                         break;
+                    case 7:
+                    case 10:
+                        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 7 == k ? peer : rank, 0, xwin);
+                        MPI_Win_unlock(7 == k ? peer : rank, xwin);
+                        break;
+                    case 8:
+                        MPI_Fetch_and_op(&one, &res, MPI_INT64_T, peer, 2, MPI_SUM, xwin);
+                        MPI_Win_flush(peer, xwin);
+                        break;
+                    default:
+                        MPI_Fetch_and_op(&one, &res, MPI_INT64_T, rank, 2, MPI_SUM, win);
+                        MPI_Win_flush(rank, win);
+                        break;
                     }
-                    MPI_Win_flush(peer, win);
+                    if (k <= 5) {
+                        MPI_Win_flush(peer, win);
+                    }
                 }
                 if (i >= 10) {
                     t[i - 10] = MPI_Wtime() - t0;
                 }
+            }
+            if (8 == k && 0 == rank) {
+                MPI_Win_unlock(peer, xwin);
             }
             /* the target only progresses: it waits in this barrier */
             MPI_Barrier(MPI_COMM_WORLD);
@@ -129,6 +159,7 @@ int main(int argc, char **argv)
         printf("\n");
     }
     MPI_Win_unlock_all(win);
+    MPI_Win_free(&xwin);
     MPI_Win_free(&fwin);
     MPI_Win_free(&win);
     for (int k = 0; k < NOPS; ++k) {

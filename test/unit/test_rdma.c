@@ -1072,16 +1072,20 @@ USNIC_TEST(rdma_bad_calls)
 }
 
 /* A NULL endpoint is this process itself (osc/rdma 4.1 addresses itself
- * so): PUT, GET and atomics on its own registered memory, completed from
- * progress; outside registered memory refused with an error completion. */
+ * so): PUT, GET and atomics on its own registered memory.  Atomics are done
+ * when the call returns 1 (no callback, no progress pass: osc/rdma's lock
+ * words on its own window), fetching ones at 64 bits; PUT, GET and 32-bit
+ * fetches complete from progress; outside registered memory refused with
+ * an error completion. */
 USNIC_TEST(rdma_null_endpoint_is_self)
 {
     world_t *w = world_new(20, 30);
     mca_btl_base_module_t *btl;
     static uint64_t mem[16], other[4];
     uint64_t src[2] = {0x1122334455667788ULL, 0x99aabbccddeeff00ULL}, dst[2] = {0, 0};
+    uint32_t r32[2] = {0, 0}, *m32 = (uint32_t *) &mem[12];
     mca_btl_base_registration_handle_t *hm;
-    op_rec_t r[6];
+    op_rec_t r[9];
 
     check(NULL != w);
     memset(r, 0, sizeof(r));
@@ -1098,36 +1102,55 @@ USNIC_TEST(rdma_null_endpoint_is_self)
     check_int_eq(btl->btl_get(btl, NULL, dst, (uint64_t) (uintptr_t) &mem[6], NULL, hm, 16, 0,
                               0, op_cb, NULL, &r[1]),
                  OPAL_SUCCESS);
-    r[2].result = 0;
+    /* 64-bit fetch-and-op, compare-and-swap, non-fetching ops of both widths:
+     * done in the call */
     check_int_eq(btl->btl_atomic_fop(btl, NULL, &r[2].result, (uint64_t) (uintptr_t) &mem[9],
                                      NULL, hm, MCA_BTL_ATOMIC_ADD, 5, 0, 0, op_cb, NULL, &r[2]),
-                 OPAL_SUCCESS);
-    r[3].result = 0;
+                 1);
+    check(r[2].result == 109 && mem[9] == 114);
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r[3].result, (uint64_t) (uintptr_t) &mem[10],
                                        NULL, hm, 110, 7, 0, 0, op_cb, NULL, &r[3]),
-                 OPAL_SUCCESS);
+                 1);
+    check(r[3].result == 110 && mem[10] == 7);
     check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &mem[11], hm,
                                     MCA_BTL_ATOMIC_XOR, 3, 0, 0, op_cb, NULL, &r[4]),
+                 1);
+    check(mem[11] == (111 ^ 3));
+    check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &m32[0], hm,
+                                    MCA_BTL_ATOMIC_ADD, 2, MCA_BTL_ATOMIC_FLAG_32BIT, 0, op_cb,
+                                    NULL, &r[5]),
+                 1);
+    check(m32[0] == (uint32_t) (112 + 2) && m32[1] == 0);
+    /* 32-bit fetches: osc/rdma's inline path would store 64 bits into a
+     * 32-bit result, so these complete from progress */
+    check_int_eq(btl->btl_atomic_fop(btl, NULL, &r32[0], (uint64_t) (uintptr_t) &m32[0], NULL,
+                                     hm, MCA_BTL_ATOMIC_ADD, 1, MCA_BTL_ATOMIC_FLAG_32BIT, 0,
+                                     op_cb, NULL, &r[6]),
+                 OPAL_SUCCESS);
+    check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r32[1], (uint64_t) (uintptr_t) &m32[1], NULL,
+                                       hm, 0, 9, MCA_BTL_ATOMIC_FLAG_32BIT, 0, op_cb, NULL,
+                                       &r[7]),
                  OPAL_SUCCESS);
     check_int_eq(btl->btl_get(btl, NULL, dst, (uint64_t) (uintptr_t) other, NULL, NULL, 8, 0, 0,
-                              op_cb, NULL, &r[5]),
+                              op_cb, NULL, &r[8]),
                  OPAL_SUCCESS);
-    /* completions come from progress, not from inside the calls */
-    for (int i = 0; i < 6; ++i) {
+    /* the rest completes from progress, not from inside the calls */
+    for (int i = 0; i < 9; ++i) {
         check_int_eq(r[i].callbacks, 0);
     }
     world_progress(w, SIDE_A);
-    for (int i = 0; i < 6; ++i) {
-        check_int_eq(r[i].callbacks, 1);
-        check_int_eq(r[i].status, 5 == i ? OPAL_ERR_BAD_PARAM : OPAL_SUCCESS);
+    for (int i = 0; i < 9; ++i) {
+        bool inline_done = 2 <= i && i <= 5;
+        check_int_eq(r[i].callbacks, inline_done ? 0 : 1);
+        check_int_eq(r[i].status, 8 == i ? OPAL_ERR_BAD_PARAM : OPAL_SUCCESS);
     }
     check(mem[2] == src[0] && mem[3] == src[1]);
     check(dst[0] == 106 && dst[1] == 107);
-    check(r[2].result == 109 && mem[9] == 114);
-    check(r[3].result == 110 && mem[10] == 7);
-    check(mem[11] == (111 ^ 3));
-    check_int_eq(STATS(w, SIDE_A)->num_rdma_local, 6);
+    check(r32[0] == 114 && m32[0] == 115);
+    check(r32[1] == 0 && m32[1] == 9);
+    check_int_eq(STATS(w, SIDE_A)->num_rdma_local, 9);
     check_int_eq(STATS(w, SIDE_A)->num_rdma_refused, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_atomics, 6);
     check_ok(rdma_idle(w));
     check_ok(world_check_idle(w));
     world_fini(w);
@@ -1162,11 +1185,11 @@ static int self_wait_rounds(world_t *w, uint64_t *lock, int n, bool remote)
             check_int_eq(btl->btl_atomic_fop(btl, NULL, &r.result, (uint64_t) (uintptr_t) lock,
                                              NULL, h, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb,
                                              NULL, &r),
-                         OPAL_SUCCESS);
+                         1);
             check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) lock, h,
                                             MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
                                             &back),
-                         OPAL_SUCCESS);
+                         1);
             world_progress(w, SIDE_A);
             check(r.result & EXCL_BIT);
         }
@@ -1192,7 +1215,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
     world_run_as(w, SIDE_B);
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) &lock[1],
                                        NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &r),
-                 OPAL_SUCCESS);
+                 1);
     world_progress(w, SIDE_B);
     check(0 == r.result && EXCL_BIT == lock[1]);
     if (0 != self_wait_rounds(w, &lock[1], 1100, true)) {
@@ -1208,7 +1231,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         check_int_eq(btl->btl_atomic_fop(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
                                          NULL, hb1, MCA_BTL_ATOMIC_SWAP, 0, 0, 0, op_cb, NULL,
                                          &sw),
-                     OPAL_SUCCESS);
+                     1);
         world_progress(w, SIDE_B);
         check(0 == lock[1]);
         check_int_eq(do_cswap(w, &r, &lock[1], 0, EXCL_BIT, false), OPAL_SUCCESS);
@@ -1217,7 +1240,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
         world_run_as(w, SIDE_B);
         check_int_eq(btl->btl_atomic_cswap(btl, NULL, &sw.result, (uint64_t) (uintptr_t) &lock[1],
                                            NULL, hb1, 0, EXCL_BIT, 0, 0, op_cb, NULL, &sw),
-                     OPAL_SUCCESS);
+                     1);
         world_progress(w, SIDE_B);
         check(EXCL_BIT == sw.result);
         /* B waits (shared attempts) on A's lock: never a verdict */
@@ -1226,11 +1249,11 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
             check_int_eq(btl->btl_atomic_fop(btl, NULL, &a.result, (uint64_t) (uintptr_t) &lock[1],
                                              NULL, hb1, MCA_BTL_ATOMIC_ADD, 1, 0, 0, op_cb, NULL,
                                              &a),
-                         OPAL_SUCCESS);
+                         1);
             check_int_eq(btl->btl_atomic_op(btl, NULL, (uint64_t) (uintptr_t) &lock[1], hb1,
                                             MCA_BTL_ATOMIC_ADD, (uint64_t) -1, 0, 0, op_cb, NULL,
                                             &b),
-                         OPAL_SUCCESS);
+                         1);
             world_progress(w, SIDE_B);
         }
         check_int_eq(fake_dev.fatal_calls, 0);
@@ -1270,7 +1293,7 @@ USNIC_TEST(rdma_lock_self_wait_ends_job)
     check_int_eq(btl->btl_atomic_cswap(btl, NULL, &r.result, (uint64_t) (uintptr_t) mine, NULL,
                                        HANDLE_AT(w, SIDE_A, mine), 0, EXCL_BIT, 0, 0, op_cb,
                                        NULL, &r),
-                 OPAL_SUCCESS);
+                 1);
     world_progress(w, SIDE_A);
     if (0 != self_wait_rounds(w, mine, 1000, false)) {
         return 1;
