@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 check=0 update=0 report_only=0 out=bench/results/btl-count
 baseline=bench/btl-count-baseline.txt
-rounds=2000 passes=2000 rto=800000
+rounds=2000 passes=2000 rto=2000000
 figs=(message wait_pass idle_pass real_message)
 while [ $# -gt 0 ]; do
     case $1 in

@@ -51,7 +51,7 @@ TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
 # packages, VM image and Debian 13 world take several minutes more)
 declare -A est=([deps]=240 [lint]=20 [build]=20 [install]=5 [unit]=30 [build5]=20
-    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=15 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
+    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=20 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
     [native]=300 [native4]=300 [vm]=840 [vm5]=440 [bench]=90 [nbench]=30)
 declare -A took=()
 estimate() {

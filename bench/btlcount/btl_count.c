@@ -25,6 +25,7 @@
 
 #define TAG_PING 1
 #define TAG_WAIT 2
+#define MARGIN_US 200000
 
 static int me;
 static char sbuf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rbuf[8];
@@ -107,16 +108,17 @@ int main(int argc, char **argv)
     }
 
     /* idle: rank 0's delayed ACK of the answer leaves once the ACK hold time
-     * (btl_usnic_retrans_timeout / 8) is over, and reaches rank 1 while it
-     * sleeps; rank 1 takes it in its first passes.  Each rank sleeps after its
-     * idle passes so that nothing (the barrier) reaches the other during its own. */
+     * (btl_usnic_retrans_timeout / 8) is over, MARGIN before rank 1 wakes and
+     * takes it in its first passes; rank 0 starts its idle passes MARGIN after
+     * that.  Each rank sleeps after its idle passes so that nothing (the
+     * barrier) reaches the other during its own. */
     if (0 == me) {
         passes(100, NULL);
-        usleep(hold_us + 50000);
+        usleep(hold_us + MARGIN_US);
         passes(100, NULL);
-        usleep(hold_us + 100000);
+        usleep(2 * MARGIN_US);
     } else {
-        usleep(hold_us + 100000);
+        usleep(hold_us + 2 * MARGIN_US);
         passes(100, NULL);
     }
     CALLGRIND_DUMP_STATS_AT("idle-start");
