@@ -4,19 +4,24 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * A real 8-byte MPI ping-pong between two ranks over usnic, for
- * bench/btl-count.sh, which runs both ranks under callgrind with
+ * bench/btl-count.sh, which runs both ranks on one host under callgrind with
  * instrumentation off until this program turns it on.  Each phase ends with a
  * dump named after it, so every profile holds one phase of one rank:
  *   warm   round trips that fill caches and lists (not counted)
  *   ping   N round trips: MPI_Send, then MPI_Recv of the answer (rank 1 the reverse)
  *   wait   rank 0 only: K progress passes (MPI_Test) with an 8 B message out and not
- *          acknowledged, its answer not sent yet (rank 1 sleeps outside MPI): the pass a
- *          ping-pong rank makes while it waits
- *   idle   K passes of each rank with nothing outstanding and nothing to acknowledge
- * Usage: btl_count N K HOLD, HOLD usnic's ACK hold time in microseconds (its
- * btl_usnic_retrans_timeout / 8), which sets the sleeps.  Prints "btl_count: ok" on rank 0 when every phase went as meant.
+ *          acknowledged, its answer not sent yet: the pass a ping-pong rank makes while
+ *          it waits.  Rank 1 waits outside MPI for a file rank 0 makes after its passes.
+ *   idle   K passes of each rank in turn with nothing outstanding and nothing to
+ *          acknowledge, while the other rank waits in MPI_Recv for its turn (and has
+ *          nothing to send)
+ * Usage: btl_count N K HOLD DIR: HOLD is usnic's ACK hold time in microseconds (its
+ * btl_usnic_retrans_timeout / 8), DIR a directory for the file.  Prints
+ * "btl_count: ok" on rank 0 when every phase went as meant.
  */
 
+#include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +30,7 @@
 
 #define TAG_PING 1
 #define TAG_WAIT 2
-#define MARGIN_US 200000
+#define TAG_TURN 3
 
 static int me;
 static char sbuf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rbuf[8];
@@ -63,7 +68,7 @@ static void passes(long k, MPI_Request *r)
         if (r) {
             MPI_Test(r, &flag, MPI_STATUS_IGNORE);
             if (flag) {
-                fail("the answer came during the waiting passes (raise the sleep)");
+                fail("the answer came during the waiting passes");
             }
         } else {
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
@@ -74,57 +79,70 @@ static void passes(long k, MPI_Request *r)
     }
 }
 
+/* Send the owed delayed ACK: its hold time starts at the first pass that finds
+ * it due and ends HOLD later, so pass, sleep past it, pass. */
+static void flush_ack(long hold_us)
+{
+    passes(10, NULL);
+    usleep(hold_us + 50000);
+    passes(10, NULL);
+}
+
+static void idle_phase(long k, long hold_us)
+{
+    flush_ack(hold_us);
+    CALLGRIND_DUMP_STATS_AT("idle-start");
+    passes(k, NULL);
+    CALLGRIND_DUMP_STATS_AT("idle");
+}
+
 int main(int argc, char **argv)
 {
-    long n = argc > 3 ? atol(argv[1]) : 0, k = argc > 3 ? atol(argv[2]) : 0;
-    long hold_us = argc > 3 ? atol(argv[3]) : 0;
-    int size;
+    long n = argc > 4 ? atol(argv[1]) : 0, k = argc > 4 ? atol(argv[2]) : 0;
+    long hold_us = argc > 4 ? atol(argv[3]) : 0;
+    char flag[PATH_MAX];
+    int size, fd;
     MPI_Request r;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (2 != size || n <= 0 || k <= 0 || hold_us <= 0) {
-        fail("usage: mpirun -np 2 btl_count ROUND_TRIPS PASSES ACK_HOLD_US");
+        fail("usage: mpirun -np 2 btl_count ROUND_TRIPS PASSES ACK_HOLD_US DIR");
     }
+    snprintf(flag, sizeof(flag), "%s/waited", argv[4]);
     CALLGRIND_START_INSTRUMENTATION;
     pingpong(200);
     CALLGRIND_DUMP_STATS_AT("warm");
     pingpong(n);
     CALLGRIND_DUMP_STATS_AT("ping");
 
-    /* wait: rank 1 answers only after its sleep, long after rank 0's passes */
     if (0 == me) {
         MPI_Irecv(rbuf, 8, MPI_CHAR, 1, TAG_WAIT, MPI_COMM_WORLD, &r);
         MPI_Send(sbuf, 8, MPI_CHAR, 1, TAG_WAIT, MPI_COMM_WORLD);
         CALLGRIND_DUMP_STATS_AT("wait-start");
         passes(k, &r);
         CALLGRIND_DUMP_STATS_AT("wait");
+        fd = open(flag, O_CREAT | O_WRONLY, 0600);
+        if (fd < 0) {
+            fail("cannot create the flag file");
+        }
+        close(fd);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
+        /* rank 1 took the ACK of its answer (flush_ack) and waits for the turn */
+        idle_phase(k, hold_us);
+        MPI_Send(sbuf, 8, MPI_CHAR, 1, TAG_TURN, MPI_COMM_WORLD);
+        MPI_Recv(rbuf, 8, MPI_CHAR, 1, TAG_TURN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-        usleep(4 * hold_us);
+        while (0 != access(flag, F_OK)) {
+            usleep(1000);
+        }
         MPI_Recv(rbuf, 8, MPI_CHAR, 0, TAG_WAIT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Send(sbuf, 8, MPI_CHAR, 0, TAG_WAIT, MPI_COMM_WORLD);
+        MPI_Recv(rbuf, 8, MPI_CHAR, 0, TAG_TURN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        idle_phase(k, hold_us);
+        MPI_Send(sbuf, 8, MPI_CHAR, 0, TAG_TURN, MPI_COMM_WORLD);
     }
-
-    /* idle: rank 0's delayed ACK of the answer leaves once the ACK hold time
-     * (btl_usnic_retrans_timeout / 8) is over, MARGIN before rank 1 wakes and
-     * takes it in its first passes; rank 0 starts its idle passes MARGIN after
-     * that.  Each rank sleeps after its idle passes so that nothing (the
-     * barrier) reaches the other during its own. */
-    if (0 == me) {
-        passes(100, NULL);
-        usleep(hold_us + MARGIN_US);
-        passes(100, NULL);
-        usleep(2 * MARGIN_US);
-    } else {
-        usleep(hold_us + 2 * MARGIN_US);
-        passes(100, NULL);
-    }
-    CALLGRIND_DUMP_STATS_AT("idle-start");
-    passes(k, NULL);
-    CALLGRIND_DUMP_STATS_AT("idle");
-    usleep(3 * hold_us);
     MPI_Barrier(MPI_COMM_WORLD);
     CALLGRIND_STOP_INSTRUMENTATION;
     if (0 == me) {
