@@ -84,6 +84,26 @@ static int pvar_read(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     return OPAL_SUCCESS;
 }
 
+/* The component's pass count: one value, whatever the number of modules. */
+static int passes_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                         int *count)
+{
+    (void) pvar;
+    (void) obj;
+    if (MCA_BASE_PVAR_HANDLE_BIND == event) {
+        *count = 1;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int passes_read(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void) pvar;
+    (void) obj;
+    *(unsigned long *) value = (unsigned long) usnic_component.progress_ticks;
+    return OPAL_SUCCESS;
+}
+
 static void register_pvar(const char *name, const char *desc, int var_class, size_t offset)
 {
     (void) mca_base_component_pvar_register(&usnic_component.super.btl_version, name, desc,
@@ -107,6 +127,17 @@ void opal_btl_usnic_stats_register_pvars(void)
         USNIC_STATS_COUNTERS(USNIC_STATS_PVAR)
 #undef USNIC_STATS_PVAR
     }
+    /* never reset: a counter even with relative reports */
+    (void) mca_base_component_pvar_register(&usnic_component.super.btl_version, "progress_passes",
+                                            "Passes of Open MPI's progress through usnic (all "
+                                            "devices at once); less the messages received, the "
+                                            "polls that found nothing",
+                                            OPAL_INFO_LVL_5, MCA_BASE_PVAR_CLASS_COUNTER,
+                                            MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL,
+                                            MCA_BASE_VAR_BIND_NO_OBJECT,
+                                            MCA_BASE_PVAR_FLAG_READONLY |
+                                                MCA_BASE_PVAR_FLAG_CONTINUOUS,
+                                            passes_read, NULL, passes_notify, NULL);
     register_pvar("max_sent_window_size", "Most segments unacknowledged toward one peer",
                   MCA_BASE_PVAR_CLASS_HIGHWATERMARK,
                   offsetof(opal_btl_usnic_stats_t, max_sent_window_size));

@@ -36,10 +36,12 @@
  * With the usnic BTL loaded, each size is followed by a line of usnic's counters over
  * that size (warm-up included; the barrier that starts it, the start-up and the end of
  * the job are outside every size), summed over all ranks:
- *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N
+ *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N passes=N msgs=N
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
  * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious, segments that filled
- * their send window.
+ * their send window; then, over the measured iterations only, usnic's progress passes
+ * (btl_usnic_progress_passes, 0 from a component without it) and the messages they
+ * carried: passes / msgs - 1 is the passes per message that found nothing.
  *
  * For instruction counts (bench/in-vm-bench.sh): the measured iterations run
  * in measured_iteration() and -P N makes rank 0 finally run N idle progress
@@ -180,6 +182,10 @@ static const char *ctr_names[NCTR] = {
 static MPI_T_pvar_session ctr_session;
 static MPI_T_pvar_handle ctr_h[NCTR];
 static int ctr_n[NCTR], ctr_have[NCTR], ctr_on, ctr_session_ok;
+/* usnic's progress passes, read around the measured iterations only: less the messages
+ * received, how often a rank polled in vain while it waited */
+static MPI_T_pvar_handle pass_h;
+static int pass_have;
 
 static void ctr_init(void)
 {
@@ -201,6 +207,24 @@ static void ctr_init(void)
     }
     /* every rank loads the same BTLs: all or none have the counters */
     ctr_on = ctr_have[0];
+    {
+        int idx, n;
+
+        pass_have = MPI_SUCCESS == MPI_T_pvar_get_index("btl_usnic_progress_passes",
+                                                        MPI_T_PVAR_CLASS_COUNTER, &idx) &&
+                    MPI_SUCCESS == MPI_T_pvar_handle_alloc(ctr_session, idx, NULL, &pass_h, &n) &&
+                    1 == n;
+    }
+}
+
+static unsigned long long pass_read(void)
+{
+    unsigned long long v = 0;
+
+    if (pass_have) {
+        MPI_T_pvar_read(ctr_session, pass_h, &v);
+    }
+    return v;
 }
 
 static void ctr_read(unsigned long long *v)
@@ -227,6 +251,9 @@ static void ctr_fini(void)
             MPI_T_pvar_handle_free(ctr_session, &ctr_h[i]);
         }
     }
+    if (pass_have) {
+        MPI_T_pvar_handle_free(ctr_session, &pass_h);
+    }
     MPI_T_pvar_session_free(&ctr_session);
     /* before MPI_Finalize: Open MPI 4.1.4 crashes in an MPI_T_finalize after it */
     MPI_T_finalize();
@@ -252,7 +279,7 @@ static void run_size(int test, size_t size, double *times)
     int window = window_for(test, size);
     long counts[2], msgs = 0;
     double t, first, elapsed, med;
-    unsigned long long c0[NCTR], c1[NCTR], sum[NCTR];
+    unsigned long long c0[NCTR], c1[NCTR], sum[NCTR], passes, all_passes = 0;
 
     /* warm-up: one timed iteration decides how many more fit the warm-up budget */
     MPI_Barrier(MPI_COMM_WORLD);
@@ -279,6 +306,7 @@ static void run_size(int test, size_t size, double *times)
     MPI_Bcast(&counts[1], 1, MPI_LONG, 0, MPI_COMM_WORLD);
 
     MPI_Barrier(MPI_COMM_WORLD);
+    passes = pass_read();
     elapsed = MPI_Wtime();
     for (long i = 0; i < counts[1]; ++i) {
         t = MPI_Wtime();
@@ -286,6 +314,10 @@ static void run_size(int test, size_t size, double *times)
         times[i] = MPI_Wtime() - t;
     }
     elapsed = MPI_Wtime() - elapsed;
+    passes = pass_read() - passes;
+    if (pass_have) {
+        MPI_Reduce(&passes, &all_passes, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    }
     if (ctr_on) {
         /* the last ACKs of the size are in before anyone reads */
         MPI_Barrier(MPI_COMM_WORLD);
@@ -315,8 +347,9 @@ static void run_size(int test, size_t size, double *times)
                elapsed > 0 ? msgs / elapsed : 0.0);
         if (ctr_on) {
             printf("usnic %-5s %8zu data=%llu timer=%llu fast=%llu resends=%llu dups=%llu "
-                   "spurious=%llu wfull=%llu\n", test_names[test], size, sum[0] + sum[1], sum[2],
-                   sum[3], sum[4], sum[5] + sum[6], sum[7], sum[8]);
+                   "spurious=%llu wfull=%llu passes=%llu msgs=%ld\n", test_names[test], size,
+                   sum[0] + sum[1], sum[2], sum[3], sum[4], sum[5] + sum[6], sum[7], sum[8],
+                   all_passes, msgs);
         }
         fflush(stdout);
     }

@@ -9,6 +9,10 @@
 #   engine    bench/engine.sh --check      (host engine benchmark under callgrind: each
 #             headline instruction count within 5% of bench/engine-baseline.txt;
 #             prints "engine: N passed, N failed", results in bench/results/engine-check)
+#   btlcount  bench/btl-count.sh --check   (the whole BTL per message of a real 8 B MPI
+#             ping-pong over usnic's UDP mode on the loopback, both ranks under callgrind:
+#             each figure within 5% of bench/btl-count-baseline.txt; prints
+#             "btlcount: N passed, N failed", results in bench/results/btl-count-check)
 #   build5, install5, unit5
 #             the same three on Open MPI 5.0, in the Debian 13 world (tools/debian13-root.sh,
 #             made by deps): `tools/debian13-root.sh run make -C standalone ...`
@@ -48,7 +52,7 @@ TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
 # packages, VM image and Debian 13 world take several minutes more)
 declare -A est=([deps]=240 [lint]=20 [build]=20 [install]=5 [unit]=30 [build5]=20
-    [install5]=5 [unit5]=30 [engine]=30 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
+    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=20 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
     [native]=300 [native4]=60 [vm]=840 [vm5]=440 [bench]=90 [nbench]=30)
 declare -A took=()
 estimate() {
@@ -105,6 +109,7 @@ step build5 tools/debian13-root.sh run make -C standalone
 step install5 tools/debian13-root.sh run make -C standalone install
 step unit5 tools/debian13-root.sh run make -C standalone check
 step engine bench/engine.sh --check --out bench/results/engine-check
+step btlcount bench/btl-count.sh --check --out bench/results/btl-count-check
 if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
     table+=("$(printf '%-8s SKIP (USNIC_SKIP_INTREE=1)' intree)")
 else

@@ -23,7 +23,7 @@ cat "$WORK/mpit.out"
 [ "$rc" = 0 ] || fail "mpit exit code $rc"
 for r in 0 1; do
     for v in num_frag_sends num_frag_recvs num_chunk_sends num_bad_recvs num_forged_recvs \
-        endpoints endpoint_bytes send_table_bytes; do
+        endpoints endpoint_bytes send_table_bytes progress_passes; do
         assert_grep "^mpit: rank $r: btl_usnic_$v [0-9]+ -> [0-9]+ \(1 device\(s\)\)$" \
             "$WORK/mpit.out" "rank $r read btl_usnic_$v"
     done

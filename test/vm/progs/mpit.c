@@ -12,13 +12,17 @@
  *                                    tables are pooled per device, not counted here)
  *   send_table_bytes                 at most 1 KiB: a ping-pong has one segment in
  *                                    flight, the pool holds a 64-slot table or two
+ *   progress_passes                  moved by at least N + IDLE: a pass per message received,
+ *                                    and IDLE MPI_Iprobe calls after the ping-pongs, each a
+ *                                    pass that finds nothing (no other counter moves so)
  * Prints "mpit: rank R: NAME BEFORE -> AFTER (D device(s))" per variable. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define N 200
-#define NVARS 8
+#define IDLE 1000
+#define NVARS 9
 
 static const struct {
     const char *name;
@@ -32,6 +36,7 @@ static const struct {
     {"btl_usnic_endpoints", MPI_T_PVAR_CLASS_LEVEL},
     {"btl_usnic_endpoint_bytes", MPI_T_PVAR_CLASS_SIZE},
     {"btl_usnic_send_table_bytes", MPI_T_PVAR_CLASS_SIZE},
+    {"btl_usnic_progress_passes", MPI_T_PVAR_CLASS_COUNTER},
 };
 
 static unsigned long read_sum(MPI_T_pvar_session s, MPI_T_pvar_handle h, int count)
@@ -64,8 +69,10 @@ static int expected(int i, int rank, unsigned long before, unsigned long after)
         return 1 == after;
     case 6:
         return after > 1024 && after <= 2048;
-    default:
+    case 7:
         return after <= 1024;
+    default:
+        return d >= (rank > 1 ? 0 : N) + IDLE;
     }
 }
 
@@ -103,6 +110,10 @@ int main(int argc, char **argv)
             MPI_Recv(&buf, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(&buf, 1, MPI_INT, 0, 0, MPI_COMM_WORLD);
         }
+    }
+    for (int i = 0; i < IDLE; ++i) {
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     }
     for (int i = 0; i < NVARS; ++i) {
         after[i] = read_sum(session, h[i], count[i]);
