@@ -14,7 +14,7 @@
 # mca_btl_usnic.so instead of the one installed in Open MPI's directory (a private component
 # directory of links, named by OMPI_MCA_mca_base_component_path, which every process of the
 # world inherits), so that a branch is tested without installing it.
-# The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
+# The world's interfaces get MTU 4129 (NATIVE_MTU): usnic's UDP datagrams are then at most
 # 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
 # programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
 # SPDX-License-Identifier: BSD-3-Clause
@@ -75,7 +75,7 @@ done
 : > "$LOGS/run.log"
 cd "$REPO" || exit 2
 t0=$SECONDS
-VM_LOGS=$LOGS tools/netns-world/netns-world -n "$HOSTS" --mtu "${NATIVE_MTU:-4128}" \
+VM_LOGS=$LOGS tools/netns-world/netns-world -n "$HOSTS" --mtu "${NATIVE_MTU:-4129}" \
     test/vm/run.sh --in-guest "${specs[@]}" < /dev/null 2>&1 | tee -a "$LOGS/run.log"
 wrc=${PIPESTATUS[0]}
 # the k-th run of a test is the k-th result line of its name
