@@ -5,15 +5,18 @@
  *
  * UDP glue: the device operations (btl_usnic_device.h) over kernel UDP
  * sockets, usNIC's "UDP mode" without its hardware.  A device is an IPv4
- * interface; a channel is a non-blocking datagram socket bound to the
- * interface's address, whose port is the channel's queue pair number; a
+ * interface; the channels that share a completion queue share one
+ * non-blocking datagram socket bound to the interface's address (one
+ * recvmmsg per poll serves them all), told apart by a channel byte; a
+ * channel's queue pair number is the socket's port and its channel byte; a
  * route is the peer's address.  Every datagram starts with the receiver's
- * Q_Key, checked on arrival as a UD queue pair checks it.  A receive lands
- * where RoCE v2 would put it: the 40-byte gap before the datagram carries
- * the sender's IPv4 address where a GRH's IPv4 header has it.  Registration
- * pins nothing (the kernel copies); send completions are made here, since
- * a datagram is copied out when it is sent.  The only file that opens a
- * socket for the data path; it keeps none of the component's books.
+ * Q_Key, checked on arrival as a UD queue pair checks it, and the channel
+ * byte.  A receive lands where RoCE v2 would put it: the 40-byte gap before
+ * the datagram carries the sender's IPv4 address where a GRH's IPv4 header
+ * has it.  Registration pins nothing (the kernel copies); send completions
+ * are made here, since a datagram is copied out when it is sent.  The only
+ * file that opens a socket for the data path; it keeps none of the
+ * component's books.
  */
 
 #include "opal_config.h"
@@ -39,10 +42,16 @@
 #include "btl_usnic_util.h"
 #include "btl_usnic_wire.h"
 
-/* The Q_Key leads the datagram and is received into the GRH gap's last
- * four bytes (an IPv4 header's destination address, which nobody reads). */
+/* The Q_Key and the channel byte lead the datagram and are received into
+ * the GRH gap's last five bytes (an IPv4 header's destination address, which
+ * nobody reads, and the source's last byte, written once they are read). */
 #define UDP_QKEY_LEN 4
-#define UDP_QKEY_OFF (USNIC_GRH_LEN - UDP_QKEY_LEN)
+#define UDP_PREFIX_LEN (UDP_QKEY_LEN + 1)
+#define UDP_PREFIX_OFF (USNIC_GRH_LEN - UDP_PREFIX_LEN)
+/* channels per socket; the channel byte is the index, above the port in
+ * the queue pair number */
+#define UDP_MAX_CHANS 2
+#define UDP_CHAN_SHIFT 16
 /* IPv4 and UDP headers: what a datagram adds on the wire. */
 #define UDP_IP_OVERHEAD 28
 /* Datagrams of jumbo frames at most: the loopback's 64 KiB would make
@@ -60,6 +69,7 @@
 enum {
     UDP_DROP_QKEY = -1,
     UDP_DROP_TRUNCATED = -2,
+    UDP_DROP_CHANNEL = -3,
 };
 
 struct opal_btl_usnic_dev {
@@ -68,35 +78,51 @@ struct opal_btl_usnic_dev {
 };
 
 struct opal_btl_usnic_ah {
-    struct sockaddr_in sin;         /* the port is set per send: it names the channel */
+    struct sockaddr_in sin;         /* the port is set per send, from the queue pair number */
 };
 
-/* Completions of the channels sharing it: sends completed at post time
- * wait here; receives are read from the sockets when polled. */
+/* What the channels of one socket share: the socket, their completion
+ * queue (sends completed at post time wait in it; receives are read from
+ * the socket when polled) and recvmmsg's arguments. */
 typedef struct {
+    int fd;
+    uint16_t port;
+    uint32_t qkey;
     opal_btl_usnic_cqe_t *ring;
     int size, head, count;
-    struct opal_btl_usnic_hwchan *chans[2];     /* the owner first, then the sharer */
-    int nchans;
-} udp_cq_t;
+    struct opal_btl_usnic_hwchan *chans[UDP_MAX_CHANS];     /* by channel byte; NULL: gone */
+    int nchans;                     /* channel bytes given out */
+    /* Datagrams land in this channel's buffers (the largest); another
+     * channel's are copied into its own buffer, or, while it has none
+     * posted, held in the buffer they came in, oldest first. */
+    struct opal_btl_usnic_hwchan *land;
+    opal_btl_usnic_recv_seg_t *held_head, **held_tail;
+    int rcv_bytes, snd_bytes;       /* socket buffer promised to the channels */
+    /* Slots offered to recvmmsg: twice what the last call got, at least a
+     * few, so an idle poll sets up only those. */
+    int batch;
+    struct mmsghdr mm[UDP_RECV_BATCH];
+    struct iovec iov[UDP_RECV_BATCH];
+    struct sockaddr_in from[UDP_RECV_BATCH];
+} udp_sock_t;
 
 struct opal_btl_usnic_hwchan {
-    int fd;
-    udp_cq_t *cq;
-    bool own_cq;
-    uint32_t qkey;
+    udp_sock_t *sock;
+    uint8_t id;                     /* channel byte */
+    uint32_t mtu;                   /* what the channel asked its buffers to hold */
     const char *dev_name;           /* for messages */
     /* posted receive buffers, oldest first */
     opal_btl_usnic_recv_seg_t *rq_head, **rq_tail;
     int rq_count;
-    /* Slots offered to recvmmsg: twice what the last call got, at least a
-     * few, so an idle poll sets up only those. */
-    int batch;
-    /* recvmmsg's arguments, set up once; a call fills in the buffers */
-    struct mmsghdr mm[UDP_RECV_BATCH];
-    struct iovec iov[UDP_RECV_BATCH];
-    struct sockaddr_in from[UDP_RECV_BATCH];
 };
+
+/* What a held datagram's buffer keeps in the front of its GRH gap, which
+ * nothing else uses until it is copied out. */
+typedef struct {
+    uint32_t bytes;                 /* payload */
+    uint16_t port;
+    uint8_t id;
+} udp_held_t;
 
 static char udp_mr;                 /* every registration: nothing to undo */
 
@@ -141,7 +167,7 @@ static int udp_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
         if (0 != opal_ifindextoaddr(i, (struct sockaddr *) &ss, sizeof(ss)) ||
             AF_INET != ss.ss_family ||
             OPAL_SUCCESS != opal_ifindextomtu(i, &ifmtu) ||
-            ifmtu <= UDP_IP_OVERHEAD + UDP_QKEY_LEN + USNIC_GRH_LEN + 768) {
+            ifmtu <= UDP_IP_OVERHEAD + UDP_PREFIX_LEN + USNIC_GRH_LEN + 768) {
             continue;
         }
         dev = calloc(1, sizeof(*dev));
@@ -164,9 +190,9 @@ static int udp_find_ports(opal_btl_usnic_port_t **ports_out, int *num_out)
         p->netdev_kindex = opal_ifindextokindex(i);
         p->grh_ipv4 = true;
         /* No IP fragmentation: a datagram fills at most one packet. */
-        p->port_mtu = (uint32_t) ifmtu - UDP_IP_OVERHEAD - UDP_QKEY_LEN;
-        if (p->port_mtu > UDP_MAX_DATAGRAM - UDP_QKEY_LEN) {
-            p->port_mtu = UDP_MAX_DATAGRAM - UDP_QKEY_LEN;
+        p->port_mtu = (uint32_t) ifmtu - UDP_IP_OVERHEAD - UDP_PREFIX_LEN;
+        if (p->port_mtu > UDP_MAX_DATAGRAM - UDP_PREFIX_LEN) {
+            p->port_mtu = UDP_MAX_DATAGRAM - UDP_PREFIX_LEN;
         }
         p->link_speed_mbps = link_speed_mbps(dev->name);
         p->loopback = opal_ifisloopback(i);
@@ -262,83 +288,113 @@ static int queued_cost(uint32_t mtu)
 {
     int cost = 1024;
 
-    while ((uint32_t) cost < mtu + UDP_QKEY_LEN + UDP_IP_OVERHEAD + 64) {
+    while ((uint32_t) cost < mtu + UDP_PREFIX_LEN + UDP_IP_OVERHEAD + 64) {
         cost *= 2;
     }
     return cost + 1024;
 }
 
+/* The channel of the socket with the largest buffers: datagrams land in
+ * its buffers (the first one on a tie). */
+static void choose_landing(udp_sock_t *s)
+{
+    s->land = NULL;
+    for (int i = 0; i < s->nchans; ++i) {
+        if (NULL != s->chans[i] && (NULL == s->land || s->chans[i]->mtu > s->land->mtu)) {
+            s->land = s->chans[i];
+        }
+    }
+}
+
 static void udp_chan_destroy(opal_btl_usnic_hwchan_t *ch)
 {
-    if (ch->fd >= 0) {
-        close(ch->fd);
-    }
-    if (ch->own_cq && NULL != ch->cq) {
-        free(ch->cq->ring);
-        free(ch->cq);
-    } else if (NULL != ch->cq) {
-        /* leave the owner's CQ without this channel */
-        for (int i = 0; i < ch->cq->nchans; ++i) {
-            if (ch->cq->chans[i] == ch) {
-                ch->cq->chans[i] = ch->cq->chans[--ch->cq->nchans];
-                break;
+    udp_sock_t *s = ch->sock;
+
+    if (NULL != s) {
+        s->chans[ch->id] = NULL;
+        if (s->land == ch) {
+            /* held datagrams sit in this channel's buffers */
+            s->held_head = NULL;
+            s->held_tail = &s->held_head;
+            choose_landing(s);
+        }
+        if (NULL == s->land) {
+            if (s->fd >= 0) {
+                close(s->fd);
             }
+            free(s->ring);
+            free(s);
         }
     }
     free(ch);
 }
 
-static int make_cq(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_hwchan_t *cq_of, int entries)
+/* The channel's socket: a new one with a completion queue of entries, or
+ * cq_of's, which it then shares. */
+static int join_sock(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_hwchan_t *cq_of, int entries,
+                     uint32_t qkey)
 {
+    udp_sock_t *s;
+
     if (NULL != cq_of) {
-        if (cq_of->cq->nchans >= 2) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
+        s = cq_of->sock;
+        if (s->nchans >= UDP_MAX_CHANS || qkey != s->qkey) {
+            return OPAL_ERR_NOT_SUPPORTED;
         }
-        ch->cq = cq_of->cq;
-        ch->own_cq = false;
     } else {
-        ch->cq = calloc(1, sizeof(*ch->cq));
-        if (NULL == ch->cq) {
+        s = calloc(1, sizeof(*s));
+        if (NULL == s) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-        ch->own_cq = true;
-        ch->cq->size = entries > 0 ? entries : 1;
-        ch->cq->ring = calloc((size_t) ch->cq->size, sizeof(*ch->cq->ring));
-        if (NULL == ch->cq->ring) {
+        s->fd = -1;
+        s->qkey = qkey;
+        s->held_tail = &s->held_head;
+        s->batch = UDP_RECV_MIN;
+        for (int i = 0; i < UDP_RECV_BATCH; ++i) {
+            s->mm[i].msg_hdr.msg_name = &s->from[i];
+            s->mm[i].msg_hdr.msg_iov = &s->iov[i];
+            s->mm[i].msg_hdr.msg_iovlen = 1;
+        }
+        s->size = entries > 0 ? entries : 1;
+        s->ring = calloc((size_t) s->size, sizeof(*s->ring));
+        if (NULL == s->ring) {
+            free(s);
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
-    ch->cq->chans[ch->cq->nchans++] = ch;
+    ch->sock = s;
+    ch->id = (uint8_t) s->nchans;
+    s->chans[s->nchans++] = ch;
+    choose_landing(s);
     return OPAL_SUCCESS;
 }
 
-/* The socket of a channel, bound to the device's address; its port. */
-static int open_socket(opal_btl_usnic_hwchan_t *ch, const struct opal_btl_usnic_dev *dev,
-                       uint16_t *port)
+/* A socket bound to the device's address. */
+static int open_socket(udp_sock_t *s, const struct opal_btl_usnic_dev *dev)
 {
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
     int pmtu = IP_PMTUDISC_DO;
 
-    ch->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ch->fd < 0) {
+    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->fd < 0) {
         show_failed(dev->name, "socket", errno);
         return OPAL_ERROR;
     }
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     sin.sin_addr.s_addr = dev->ipv4;
-    if (0 != bind(ch->fd, (struct sockaddr *) &sin, sizeof(sin)) ||
-        0 != getsockname(ch->fd, (struct sockaddr *) &sin, &len)) {
+    if (0 != bind(s->fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != getsockname(s->fd, (struct sockaddr *) &sin, &len)) {
         show_failed(dev->name, "bind", errno);
         return OPAL_ERROR;
     }
     /* Too long for the path: an error at send, never a fragmented datagram. */
-    if (0 != setsockopt(ch->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu))) {
+    if (0 != setsockopt(s->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu))) {
         show_failed(dev->name, "setsockopt(IP_MTU_DISCOVER)", errno);
         return OPAL_ERROR;
     }
-    *port = ntohs(sin.sin_port);
+    s->port = ntohs(sin.sin_port);
     return OPAL_SUCCESS;
 }
 
@@ -348,45 +404,42 @@ static int udp_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
 {
     opal_btl_usnic_hwchan_t *ch = calloc(1, sizeof(*ch));
     int cost = queued_cost(req->mtu), want, got, rc;
-    uint16_t port = 0;
+    udp_sock_t *s;
     (void) pd;
 
     if (NULL == ch) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    ch->fd = -1;
     ch->dev_name = req->dev_name;
-    ch->qkey = req->qkey;
+    ch->mtu = req->mtu;
     ch->rq_tail = &ch->rq_head;
-    ch->batch = UDP_RECV_MIN;
-    for (int i = 0; i < UDP_RECV_BATCH; ++i) {
-        ch->mm[i].msg_hdr.msg_name = &ch->from[i];
-        ch->mm[i].msg_hdr.msg_iov = &ch->iov[i];
-        ch->mm[i].msg_hdr.msg_iovlen = 1;
-    }
     *out = ch;
-    rc = make_cq(ch, cq_of, req->cq_num);
-    if (OPAL_SUCCESS == rc) {
-        rc = open_socket(ch, dev, &port);
-    }
+    rc = join_sock(ch, cq_of, req->cq_num, req->qkey);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
+    s = ch->sock;
+    if (s->fd < 0 && OPAL_SUCCESS != (rc = open_socket(s, dev))) {
+        return rc;
+    }
     /* Receive buffers the socket cannot hold would be promised to senders
-     * in vain: post (and publish) only as many as it holds. */
-    want = req->rd_num * cost;
-    got = size_buffer(ch->fd, SO_RCVBUFFORCE, SO_RCVBUF, want);
-    info->rd_num = got / cost < req->rd_num ? got / cost : req->rd_num;
+     * in vain: post (and publish) only as many as it holds, beside those of
+     * the channels already on it. */
+    want = s->rcv_bytes + req->rd_num * cost;
+    got = size_buffer(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, want);
+    info->rd_num = got < want ? (got - s->rcv_bytes) / cost : req->rd_num;
     if (info->rd_num < req->rd_num) {
         opal_show_help("help-mpi-btl-usnic.txt", "udp socket buffer small", true,
-                       opal_process_info.nodename, req->dev_name, got, want, info->rd_num,
-                       req->rd_num);
+                       opal_process_info.nodename, req->dev_name, got, want,
+                       info->rd_num > 0 ? info->rd_num : 0, req->rd_num);
         if (info->rd_num < 1) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
-    (void) size_buffer(ch->fd, SO_SNDBUFFORCE, SO_SNDBUF, req->sd_num * cost);
-    info->qp_num = port;
+    s->rcv_bytes += info->rd_num * cost;
+    s->snd_bytes += req->sd_num * cost;
+    (void) size_buffer(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, s->snd_bytes);
+    info->qp_num = (uint32_t) s->port | (uint32_t) ch->id << UDP_CHAN_SHIFT;
     info->sd_num = req->sd_num;
     /* Every send is copied at post time: most need no completion. */
     info->max_inline = req->mtu;
@@ -419,21 +472,23 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
                          const opal_btl_usnic_sge_t *more, void *cookie)
 {
     struct sockaddr_in to = dest->ah->sin;
-    uint32_t qkey = dest->qkey;
-    struct iovec iov[3] = {{.iov_base = &qkey, .iov_len = UDP_QKEY_LEN},
+    uint8_t prefix[UDP_PREFIX_LEN];
+    struct iovec iov[3] = {{.iov_base = prefix, .iov_len = UDP_PREFIX_LEN},
                            {.iov_base = (void *) buf, .iov_len = len}};
     struct msghdr mh = {.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = iov,
                         .msg_iovlen = 2};
     int tries = 0;
     (void) lkey;
 
+    memcpy(prefix, &dest->qkey, UDP_QKEY_LEN);
+    prefix[UDP_QKEY_LEN] = (uint8_t) (dest->qpn >> UDP_CHAN_SHIFT);
     to.sin_port = htons((uint16_t) dest->qpn);
     if (NULL != more) {
         iov[2].iov_base = (void *) more->addr;
         iov[2].iov_len = more->len;
         mh.msg_iovlen = 3;
     }
-    while (OPAL_UNLIKELY(sendmsg(ch->fd, &mh, 0) < 0)) {
+    while (OPAL_UNLIKELY(sendmsg(ch->sock->fd, &mh, 0) < 0)) {
         if (send_error_passes(errno) && ++tries < UDP_SEND_TRIES) {
             continue;
         }
@@ -441,20 +496,21 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
             show_failed(ch->dev_name, "sendmsg", errno);
             return OPAL_ERROR;
         }
-        usnic_verbose(20, "%s: %s: datagram to %s:%u not sent (%s), left to the retransmit "
+        usnic_verbose(20, "%s: %s: datagram to %s:%u/%u not sent (%s), left to the retransmit "
                       "timer", opal_process_info.nodename, ch->dev_name,
-                      inet_ntoa(to.sin_addr), (unsigned) dest->qpn, strerror(errno));
+                      inet_ntoa(to.sin_addr), (unsigned) (dest->qpn & 0xffff),
+                      (unsigned) (dest->qpn >> UDP_CHAN_SHIFT), strerror(errno));
         break;
     }
     if (NULL != cookie) {
-        udp_cq_t *cq = ch->cq;
+        udp_sock_t *s = ch->sock;
         opal_btl_usnic_cqe_t *c;
 
-        if (OPAL_UNLIKELY(cq->count == cq->size)) {
+        if (OPAL_UNLIKELY(s->count == s->size)) {
             show_failed(ch->dev_name, "completion queue", EOVERFLOW);
             return OPAL_ERROR;
         }
-        c = &cq->ring[(cq->head + cq->count++) % cq->size];
+        c = &s->ring[(s->head + s->count++) % s->size];
         c->cookie = cookie;
         c->status = USNIC_CQE_OK;
         c->code = 0;
@@ -476,75 +532,175 @@ static int udp_post_recv(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_recv_seg_t 
     return OPAL_SUCCESS;
 }
 
-/* Up to max datagrams of one socket, into its oldest posted buffers (which
- * stay posted until a datagram took them). */
-static int recv_batch(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int max)
+static opal_btl_usnic_recv_seg_t *rq_pop(opal_btl_usnic_hwchan_t *ch)
 {
     opal_btl_usnic_recv_seg_t *seg = ch->rq_head;
-    int k = max < ch->batch ? max : ch->batch, got;
 
-    if (k > ch->rq_count) {
-        k = ch->rq_count;
-    }
-    for (int i = 0; i < k; ++i, seg = seg->next) {
-        ch->iov[i].iov_base = seg->buf + UDP_QKEY_OFF;
-        ch->iov[i].iov_len = seg->len - UDP_QKEY_OFF;
-        ch->mm[i].msg_hdr.msg_namelen = sizeof(ch->from[i]);
-    }
-    got = 0 == k ? 0 : recvmmsg(ch->fd, ch->mm, (unsigned) k, MSG_DONTWAIT, NULL);
-    if (OPAL_UNLIKELY(got < 0)) {
-        int err = errno;
-        if (EAGAIN == err || EWOULDBLOCK == err || EINTR == err) {
-            ch->batch = UDP_RECV_MIN;
-            return 0;
-        }
-        show_failed(ch->dev_name, "recvmmsg", err);
-        return -1;
-    }
-    ch->batch = 2 * got < UDP_RECV_MIN ? UDP_RECV_MIN
-                : 2 * got > UDP_RECV_BATCH ? UDP_RECV_BATCH : 2 * got;
-    for (int i = 0; i < got; ++i) {
-        const struct msghdr *mh = &ch->mm[i].msg_hdr;
-        uint32_t bytes = ch->mm[i].msg_len, qkey;
-        opal_btl_usnic_cqe_t *c = &cqe[i];
-
-        seg = ch->rq_head;
-        ch->rq_head = seg->next;
-        c->cookie = &seg->base;
-        c->status = USNIC_CQE_OK;
-        c->code = 0;
-        c->grh = true;
-        c->src_qp = ntohs(ch->from[i].sin_port);
-        c->len = UDP_QKEY_OFF + bytes;
-        memcpy(&qkey, seg->buf + UDP_QKEY_OFF, sizeof(qkey));
-        /* Dropped as a queue pair drops them, but counted (receive errors). */
-        if (OPAL_UNLIKELY(bytes < UDP_QKEY_LEN || qkey != ch->qkey)) {
-            c->status = USNIC_CQE_ERROR;
-            c->code = UDP_DROP_QKEY;
-        } else if (OPAL_UNLIKELY(0 != (mh->msg_flags & MSG_TRUNC))) {
-            c->status = USNIC_CQE_ERROR;
-            c->code = UDP_DROP_TRUNCATED;
-        }
-        memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, &ch->from[i].sin_addr.s_addr, 4);
-    }
-    ch->rq_count -= got;
+    ch->rq_head = seg->next;
     if (NULL == ch->rq_head) {
         ch->rq_tail = &ch->rq_head;
     }
-    return got;
+    --ch->rq_count;
+    return seg;
+}
+
+static void complete_recv(opal_btl_usnic_cqe_t *c, opal_btl_usnic_recv_seg_t *seg,
+                          uint32_t payload, uint16_t port, uint8_t id, int drop)
+{
+    c->cookie = &seg->base;
+    c->status = 0 == drop ? USNIC_CQE_OK : USNIC_CQE_ERROR;
+    c->code = drop;
+    c->grh = true;
+    c->src_qp = (uint32_t) port | (uint32_t) id << UDP_CHAN_SHIFT;
+    c->len = USNIC_GRH_LEN + payload;
+}
+
+/* A datagram for channel t (which has a buffer posted) that came in a
+ * landing buffer: copied into t's oldest buffer, which completes. */
+static void copy_out(opal_btl_usnic_hwchan_t *t, const opal_btl_usnic_recv_seg_t *from,
+                     uint32_t payload, uint16_t port, opal_btl_usnic_cqe_t *c)
+{
+    opal_btl_usnic_recv_seg_t *seg = rq_pop(t);
+
+    memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, from->buf + USNIC_GRH_IPV4_SRC_OFF, 4);
+    if (OPAL_UNLIKELY(payload > seg->len - USNIC_GRH_LEN)) {
+        complete_recv(c, seg, payload, port, t->id, UDP_DROP_TRUNCATED);
+        return;
+    }
+    memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, payload);
+    complete_recv(c, seg, payload, port, t->id, 0);
+}
+
+/* Held datagrams whose channel has buffers again, oldest first; the
+ * landing buffers they were held in go back to the landing channel. */
+static int release_held(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
+{
+    int n = 0;
+
+    while (NULL != s->held_head && n < max) {
+        opal_btl_usnic_recv_seg_t *seg = s->held_head;
+        opal_btl_usnic_hwchan_t *t;
+        udp_held_t h;
+
+        memcpy(&h, seg->buf, sizeof(h));
+        t = s->chans[h.id];
+        if (NULL != t && NULL == t->rq_head) {
+            break;
+        }
+        s->held_head = seg->next;
+        if (NULL == s->held_head) {
+            s->held_tail = &s->held_head;
+        }
+        if (NULL == t) {
+            /* its channel is gone */
+            complete_recv(&cqe[n++], seg, h.bytes, h.port, h.id, UDP_DROP_CHANNEL);
+            continue;
+        }
+        copy_out(t, seg, h.bytes, h.port, &cqe[n++]);
+        seg->next = NULL;
+        (void) udp_post_recv(s->land, seg);
+    }
+    return n;
+}
+
+/* Up to max datagrams of the socket, into the landing channel's oldest
+ * posted buffers (which stay posted until a datagram of that channel took
+ * them); the completions made. */
+static int recv_batch(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
+{
+    opal_btl_usnic_hwchan_t *land = s->land;
+    opal_btl_usnic_recv_seg_t *segs[UDP_RECV_BATCH], *seg = land->rq_head, *rest;
+    opal_btl_usnic_recv_seg_t *kept = NULL, **kept_tail = &kept;
+    int k = max < s->batch ? max : s->batch, got, n = 0, taken = 0;
+
+    if (k > land->rq_count) {
+        k = land->rq_count;
+    }
+    for (int i = 0; i < k; ++i, seg = seg->next) {
+        segs[i] = seg;
+        s->iov[i].iov_base = seg->buf + UDP_PREFIX_OFF;
+        s->iov[i].iov_len = seg->len - UDP_PREFIX_OFF;
+        s->mm[i].msg_hdr.msg_namelen = sizeof(s->from[i]);
+    }
+    got = 0 == k ? 0 : recvmmsg(s->fd, s->mm, (unsigned) k, MSG_DONTWAIT, NULL);
+    if (OPAL_UNLIKELY(got <= 0)) {
+        int err = errno;
+        s->batch = UDP_RECV_MIN;
+        if (0 == got || EAGAIN == err || EWOULDBLOCK == err || EINTR == err) {
+            return 0;
+        }
+        show_failed(land->dev_name, "recvmmsg", err);
+        return -1;
+    }
+    s->batch = 2 * got < UDP_RECV_MIN ? UDP_RECV_MIN
+               : 2 * got > UDP_RECV_BATCH ? UDP_RECV_BATCH : 2 * got;
+    rest = segs[got - 1]->next;
+    for (int i = 0; i < got; ++i) {
+        uint32_t bytes = s->mm[i].msg_len, qkey, payload = 0;
+        uint16_t port = ntohs(s->from[i].sin_port);
+        opal_btl_usnic_hwchan_t *t = NULL;
+        uint8_t id = 0;
+        int drop = 0;
+
+        seg = segs[i];
+        memcpy(&qkey, seg->buf + UDP_PREFIX_OFF, sizeof(qkey));
+        /* Dropped as a queue pair drops them, but counted (receive errors). */
+        if (OPAL_UNLIKELY(bytes < UDP_PREFIX_LEN || qkey != s->qkey)) {
+            drop = UDP_DROP_QKEY;
+        } else {
+            id = seg->buf[UDP_PREFIX_OFF + UDP_QKEY_LEN];
+            payload = bytes - UDP_PREFIX_LEN;
+            t = id < s->nchans ? s->chans[id] : NULL;
+            if (OPAL_UNLIKELY(NULL == t)) {
+                drop = UDP_DROP_CHANNEL;
+            } else if (OPAL_UNLIKELY(0 != (s->mm[i].msg_hdr.msg_flags & MSG_TRUNC))) {
+                drop = UDP_DROP_TRUNCATED;
+            }
+        }
+        /* (after the prefix was read: they share a byte) */
+        memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, &s->from[i].sin_addr.s_addr, 4);
+        ++taken;
+        if (OPAL_LIKELY(t == land) || 0 != drop) {
+            complete_recv(&cqe[n++], seg, payload, port, id, drop);
+        } else if (NULL == t->rq_head || NULL != s->held_head) {
+            /* no buffer of its own yet: held, in order, not lost */
+            udp_held_t h = {.bytes = payload, .port = port, .id = id};
+            memcpy(seg->buf, &h, sizeof(h));
+            seg->next = NULL;
+            *s->held_tail = seg;
+            s->held_tail = &seg->next;
+        } else {
+            copy_out(t, seg, payload, port, &cqe[n++]);
+            /* the landing buffer stays posted */
+            --taken;
+            *kept_tail = seg;
+            kept_tail = &seg->next;
+        }
+    }
+    /* the buffers after this batch, behind those that stayed posted */
+    *kept_tail = rest;
+    if (NULL == rest) {
+        land->rq_tail = NULL != kept ? kept_tail : &land->rq_head;
+    }
+    land->rq_head = kept;
+    land->rq_count -= taken;
+    return n;
 }
 
 static int udp_poll(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int max)
 {
-    udp_cq_t *cq = ch->cq;
-    int n = 0;
+    udp_sock_t *s = ch->sock;
+    int n = 0, got;
 
-    for (; n < max && cq->count > 0; ++n, --cq->count) {
-        cqe[n] = cq->ring[cq->head];
-        cq->head = (cq->head + 1) % cq->size;
+    for (; n < max && s->count > 0; ++n, --s->count) {
+        cqe[n] = s->ring[s->head];
+        s->head = (s->head + 1) % s->size;
     }
-    for (int i = 0; i < cq->nchans && n < max; ++i) {
-        int got = recv_batch(cq->chans[i], cqe + n, max - n);
+    if (OPAL_UNLIKELY(NULL != s->held_head)) {
+        n += release_held(s, cqe + n, max - n);
+    }
+    if (n < max) {
+        got = recv_batch(s, cqe + n, max - n);
         if (OPAL_UNLIKELY(got < 0)) {
             return -1;
         }
@@ -558,6 +714,7 @@ static const char *udp_status_str(int code)
     switch (code) {
     case UDP_DROP_QKEY: return "datagram without this process's Q_Key, dropped";
     case UDP_DROP_TRUNCATED: return "datagram longer than a receive buffer, dropped";
+    case UDP_DROP_CHANNEL: return "datagram for no channel of this socket, dropped";
     default: return strerror(code);
     }
 }

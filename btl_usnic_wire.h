@@ -168,7 +168,7 @@ typedef struct {
 } usnic_rdma_msg_t;
 
 /* One record per usable device, published in the modex. */
-#define USNIC_MODEX_VERSION 6
+#define USNIC_MODEX_VERSION 7
 
 /* What carries a device's datagrams (usnic_modex_addr_t.transport; 0,
  * "auto", is only a value of btl_usnic_transport). */

@@ -27,8 +27,10 @@
 # wait for /tmp/usnic-vm.lock (taken by default in full runs: a VM on the same 2 CPUs
 # would be measured too).
 # Exits non-zero if the world, a benchmark or the report failed, or a number is missing.
-# Benchmarks the usnic component installed in Open MPI. NETNS_WORLD overrides the path of
-# the world script.
+# Benchmarks the usnic component installed in Open MPI, or with USNIC_SO=FILE that build of
+# mca_btl_usnic.so (a private component directory, as test/native/run.sh does, so that a
+# branch is measured without installing it). NETNS_WORLD overrides the path of the world
+# script.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every benchmark whatever fails, records each exit code (README, Scripts)
 cd "$(dirname "$0")/.." || exit 2
@@ -239,6 +241,17 @@ world=${NETNS_WORLD:-tools/netns-world/netns-world}
 [ -x "$world" ] || { echo "native.sh: no $world (the native world)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "native.sh: needs root (network namespaces)" >&2; exit 2; }
 command -v gnuplot > /dev/null || echo "native.sh: gnuplot not installed (tools/deps.sh): no plots" >&2
+comps=''
+if [ -n "${USNIC_SO:-}" ]; then
+    [ -f "$USNIC_SO" ] || { echo "native.sh: USNIC_SO: no such file: $USNIC_SO" >&2; exit 2; }
+    comps=$(mktemp -d /tmp/usnic-components.XXXXXX) || exit 2
+    for f in "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)"/*; do
+        case ${f##*/} in mca_btl_usnic.*) ;; *) ln -s "$f" "$comps/" ;; esac
+    done
+    cp "$USNIC_SO" "$comps/mca_btl_usnic.so" || exit 2
+    # every process of the world inherits it (ompi_info below too)
+    export OMPI_MCA_mca_base_component_path=$comps
+fi
 if [ "$usnic" = auto ]; then
     if ompi_info --param btl usnic --level 9 2>/dev/null | grep -q 'btl_usnic_transport'; then
         usnic=1
@@ -254,11 +267,13 @@ out=$PWD/bench/results/native
 [ ! -d "$out" ] || find "$out" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 mkdir -p "$out" || exit 2
 so=$(ompi_info --path pkglibdir 2>/dev/null | awk '{ print $NF }')/mca_btl_usnic.so
+what=installed
+[ -n "$comps" ] && so=$(realpath "$USNIC_SO") what=USNIC_SO
 component() {
     if [ -f "$1" ]; then
-        echo "installed: $1 sha256 $(sha256sum < "$1" | cut -c1-16) $(date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ)"
+        echo "$what: $1 sha256 $(sha256sum < "$1" | cut -c1-16) $(date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ)"
     else
-        echo "installed: none ($1)"
+        echo "$what: none ($1)"
     fi
 }
 {
@@ -274,7 +289,7 @@ echo "native.sh: $mode suite, $rounds round(s), results in $out"
 # the machine's load while the world runs: other load is measured too
 ( while :; do cut -d' ' -f1 /proc/loadavg >> "$out/host-load.txt"; sleep 10; done ) &
 sampler=$!
-trap 'kill "$sampler" 2>/dev/null' EXIT
+trap 'kill "$sampler" 2>/dev/null; [ -z "$comps" ] || rm -rf "$comps"' EXIT
 trap 'echo "native.sh: interrupted" >&2; exit 130' INT TERM
 lockcmd=()
 [ "$lock" = 1 ] && lockcmd=(flock /tmp/usnic-vm.lock)

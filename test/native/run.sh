@@ -18,7 +18,7 @@
 # world inherits), so that a branch is tested without installing it. --private: the world is
 # private (netns-world --private), so that this run goes on beside another world's
 # (test/run-all.sh runs the 2-host and 4-host worlds at once).
-# The world's interfaces get MTU 4128 (NATIVE_MTU): usnic's UDP datagrams are then at most
+# The world's interfaces get MTU 4129 (NATIVE_MTU): usnic's UDP datagrams are then at most
 # 4096 bytes, as in the VM (rxe's active MTU), so that the protocol boundaries the test
 # programs straddle (one datagram, chunks, the fast path) are the same in both worlds.
 # SPDX-License-Identifier: BSD-3-Clause
@@ -87,7 +87,7 @@ done
 : > "$LOGS/run.log"
 cd "$REPO" || exit 2
 t0=$SECONDS
-VM_LOGS=$LOGS tools/netns-world/netns-world "${private[@]}" -n "$HOSTS" --mtu "${NATIVE_MTU:-4128}" \
+VM_LOGS=$LOGS tools/netns-world/netns-world "${private[@]}" -n "$HOSTS" --mtu "${NATIVE_MTU:-4129}" \
     test/vm/run.sh --in-guest "${specs[@]}" < /dev/null 2>&1 | tee -a "$LOGS/run.log"
 wrc=${PIPESTATUS[0]}
 # the k-th run of a test is the k-th result line of its name

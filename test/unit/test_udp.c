@@ -4,7 +4,9 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * The UDP glue (btl_usnic_udp.c) over the loopback: what the engine relies
- * on from a device (receive layout, source, Q_Key, completions, buffers).
+ * on from a device (receive layout, source, Q_Key, completions, buffers),
+ * and the two channels of a CQ on one socket, told apart by the channel
+ * byte.
  */
 
 #include "opal_config.h"
@@ -29,12 +31,14 @@ __attribute__((constructor)) static void keep_loopback(void)
 }
 
 #define PRIO_MTU 768
+/* receive buffers of a "process": 4 priority, then 6 data */
+#define NSEGS 10
 
 /* One "process": both channels on one CQ, and receive buffers. */
 typedef struct {
     opal_btl_usnic_hwchan_t *prio, *data;
     opal_btl_usnic_chan_info_t pinfo, dinfo;
-    opal_btl_usnic_recv_seg_t segs[8];
+    opal_btl_usnic_recv_seg_t segs[NSEGS];
 } proc_t;
 
 static const opal_btl_usnic_device_ops_t *ops = &opal_btl_usnic_udp_ops;
@@ -52,10 +56,11 @@ static int open_proc(opal_btl_usnic_port_t *port, opal_btl_usnic_pd_t *pd, uint3
     }
     req.mtu = port->port_mtu;
     req.cq_num = 0;
+    req.rd_num = NSEGS - 4;
     if (OPAL_SUCCESS != ops->chan_create(port->dev, pd, &req, p->prio, &p->dinfo, &p->data)) {
         return -1;
     }
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < NSEGS; ++i) {
         opal_btl_usnic_recv_seg_t *s = &p->segs[i];
         s->len = USNIC_GRH_LEN + (i < 4 ? PRIO_MTU : port->port_mtu);
         s->buf = calloc(1, s->len);
@@ -75,7 +80,7 @@ static void close_proc(proc_t *p)
     if (NULL != p->prio) {
         ops->chan_destroy(p->prio);
     }
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < NSEGS; ++i) {
         free(p->segs[i].buf);
     }
 }
@@ -124,7 +129,7 @@ USNIC_TEST(udp_device_over_loopback)
     check(lo->grh_ipv4);
     check_int_eq(lo->gid[10], 0xff);
     /* the loopback's 64 KiB MTU: capped at a jumbo frame's datagram */
-    check_int_eq(lo->port_mtu, 9000 - 28 - 4);
+    check_int_eq(lo->port_mtu, 9000 - 28 - 5);
     pd = ops->pd_alloc(lo->dev, lo->dev_name);
     check(NULL != pd);
     if (0 != open_proc(lo, pd, 0x1234, &a) || 0 != open_proc(lo, pd, 0x5678, &b) ||
@@ -132,9 +137,11 @@ USNIC_TEST(udp_device_over_loopback)
         goto out;
     }
     check(a.prio != NULL && a.pinfo.qp_num != a.dinfo.qp_num && b.dinfo.qp_num != 0);
-    check_int_eq(b.dinfo.rd_num, 4);
-    /* all four data buffers of b, linked */
-    for (int i = 4; i < 7; ++i) {
+    /* one socket: one port under both channels */
+    check_int_eq(a.pinfo.qp_num & 0xffff, a.dinfo.qp_num & 0xffff);
+    check_int_eq(b.dinfo.rd_num, NSEGS - 4);
+    /* all data buffers of b, linked */
+    for (int i = 4; i < NSEGS - 1; ++i) {
         b.segs[i].next = &b.segs[i + 1];
     }
     check_int_eq(ops->post_recv(b.data, &b.segs[4]), OPAL_SUCCESS);
@@ -164,31 +171,66 @@ USNIC_TEST(udp_device_over_loopback)
     check_int_eq(ops->poll(a.data, cqe, 8), 0);
 
     /* a wrong Q_Key, and a datagram longer than the buffer: counted
-     * receive errors on the buffer, which goes back to the engine */
+     * receive errors on the buffer, which goes back to the engine; every
+     * datagram lands in a data buffer first */
     dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x9999};
     check_int_eq(ops->post_send(a.prio, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
-    check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[0].base);
+    check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[6].base);
     check(NULL != strstr(ops->status_str(cqe[0].code), "Q_Key"));
-    b.segs[0].next = NULL;
-    check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
+    b.segs[6].next = NULL;
+    check_int_eq(ops->post_recv(b.data, &b.segs[6]), OPAL_SUCCESS);
     dest.qkey = 0x5678;
     memset(big, 'b', sizeof(big));
     check_int_eq(ops->post_send(a.prio, &dest, big, sizeof(big), 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
-    check(USNIC_CQE_ERROR == cqe[0].status);
+    check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[0].base);
     check(NULL != strstr(ops->status_str(cqe[0].code), "longer"));
 
-    /* with no buffer posted a datagram waits in the socket, not lost */
-    check_int_eq(ops->post_send(a.prio, &dest, "late", 4, 0, NULL, NULL), OPAL_SUCCESS);
-    check_int_eq(poll_for(b.prio, cqe, 1), 0);
-    b.segs[1].next = NULL;
-    check_int_eq(ops->post_recv(b.prio, &b.segs[1]), OPAL_SUCCESS);
+    /* a channel byte that names no channel of b's socket: a counted
+     * receive error on the buffer it landed in (b's data channel's) */
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qkey = 0x5678,
+                                   .qpn = (b.dinfo.qp_num & 0xffff) | 5u << 16};
+    check_int_eq(ops->post_send(a.data, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[7].base);
+    check(NULL != strstr(ops->status_str(cqe[0].code), "channel"));
+
+    /* with no buffer of its own posted a priority datagram waits, not lost,
+     * in order, and the data channel's go on meanwhile */
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    check_int_eq(ops->post_send(a.prio, &dest, "late", 4, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(ops->post_send(a.prio, &dest, "later", 5, 0, NULL, NULL), OPAL_SUCCESS);
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    check_int_eq(ops->post_send(a.data, &dest, "data", 4, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 2), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[6].base);
+    check_int_eq(memcmp(b.segs[6].buf + USNIC_GRH_LEN, "data", 4), 0);
+    check_int_eq(cqe[0].src_qp, a.dinfo.qp_num);
+    for (int i = 1; i < 3; ++i) {
+        b.segs[i].next = &b.segs[i + 1];
+    }
+    b.segs[3].next = NULL;
+    check_int_eq(ops->post_recv(b.prio, &b.segs[1]), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 2), 2);
     check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[1].base);
     check_int_eq(cqe[0].len, USNIC_GRH_LEN + 4);
     check_int_eq(memcmp(b.segs[1].buf + USNIC_GRH_LEN, "late", 4), 0);
+    check_int_eq(memcmp(b.segs[1].buf + USNIC_GRH_IPV4_SRC_OFF, &localhost, 4), 0);
     check_int_eq(cqe[0].src_qp, a.pinfo.qp_num);
+    check(USNIC_CQE_OK == cqe[1].status && cqe[1].cookie == &b.segs[2].base);
+    check_int_eq(memcmp(b.segs[2].buf + USNIC_GRH_LEN, "later", 5), 0);
+
+    /* copied at once while it has one; the landing buffer stays posted */
+    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    check_int_eq(ops->post_send(a.prio, &dest, "now", 3, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[3].base);
+    check_int_eq(memcmp(b.segs[3].buf + USNIC_GRH_LEN, "now", 3), 0);
+    dest.qpn = b.dinfo.qp_num;
+    check_int_eq(ops->post_send(a.data, &dest, "more", 4, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.data, cqe, 1), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[8].base);
     rc = 0;
 out:
     if (NULL != ah) {

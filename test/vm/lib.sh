@@ -56,10 +56,11 @@ YIELD_CPUS=$(nproc)
 # dev_of X: the name usnic gives host X's (first) device: rxeX in the VM, vethX natively
 dev_of() { local v=RXEVM_DEV_$1; echo "${!v}"; }
 # DEV_MTU: the largest usnic datagram (header included) of the device, the RoCE MTU in the VM,
-# the netdev MTU less IPv4, UDP and the Q_Key in the native world (test/native/run.sh makes
-# that 4096 too, so that the protocol boundaries of the programs are the same in both)
+# the netdev MTU less IPv4, UDP, the Q_Key and the channel byte in the native world
+# (test/native/run.sh makes that 4096 too, so that the protocol boundaries of the programs
+# are the same in both)
 # shellcheck disable=SC2034 # for the tests
-if [ "$WORLD" = native ]; then DEV_MTU=$((RXEVM_MTU - 32)); else DEV_MTU=${RXEVM_ACTIVE_MTU_A:-}; fi
+if [ "$WORLD" = native ]; then DEV_MTU=$((RXEVM_MTU - 33)); else DEV_MTU=${RXEVM_ACTIVE_MTU_A:-}; fi
 
 # fail MSG: the test fails here (exits the test script; do not call it from a subshell)
 fail() { echo "FAIL: $*"; exit 1; }

@@ -19,9 +19,9 @@ assert_grep 'Valid values: 0[:|]"?auto"?, 1[:|]"?verbs"?, 2[:|]"?udp' "$WORK/par
 
 mpi_build p2p
 OUT=$WORK/udp.out
-# (datagrams of the veth MTU less IPv4, UDP and the Q_Key: docs/udp-mode.md)
+# (datagrams of the veth MTU less IPv4, UDP, the Q_Key and the channel byte: docs/udp-mode.md)
 dp_run 1 "$OUT" --mca btl_usnic_transport udp --mca btl_usnic_if_include "$RXEVM_NET.0/24" \
-    -x USNIC_DP_MTU=$((RXEVM_MTU - 32)) "$WORK/p2p" -s 1,65536 -p pingpong
+    -x USNIC_DP_MTU=$((RXEVM_MTU - 33)) "$WORK/p2p" -s 1,65536 -p pingpong
 if grep -aEq '^p2p: OK [0-9]+ messages' "$OUT"; then pass "udp: every byte verified"
 else dp_fail "udp: p2p did not verify its data"; fi
 if [ "$DP_RC" = 0 ]; then pass "udp: exit code 0"; else dp_fail "udp: mpirun exit code $DP_RC"; fi
