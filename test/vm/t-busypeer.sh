@@ -16,12 +16,15 @@
 #   b) compute phase (busypeer compute 3): after an exchange a rank sleeps 3 s (> PT) and
 #      then sends, while its partner sleeps 2 s longer. The dead-peer clock must start when
 #      that data goes out, not when the rank last called MPI: the job must complete as in a).
-#   c) killed peer: pingloop (t-deadpeer.sh) for 20 s; 2 s after its first line (past MPI_Init), the rank on hostB is killed
-#      (SIGKILL). mpirun runs with --enable-recovery, so that its own notice of the killed
-#      process does not end the job first: usnic's peer-unreachable message from hostA about
-#      hostB, saying that the liveness pings got no answer, must come PT - 0.1 (the last ACK
-#      came up to one round trip before) to 1.25 x PT + MARGIN after the kill, hostA's rank must not complete (no "pingloop: OK") and must end
-#      with usnic's fatal-error line, and mpirun must end within 10 s of the message. (Under
+#   c) killed peer: the busy peer of a), killed (SIGKILL) 1 s after busypeer's first line, in
+#      its sleep with our data unacknowledged (a ping-pong's receiver may have acknowledged
+#      everything when it dies: then nobody waits for its ACK, and only the rank waiting for
+#      its answer hangs). mpirun runs with --enable-recovery, so that its own notice of the
+#      killed process does not end the job first: usnic's peer-unreachable message from hostA
+#      about hostB, saying that the liveness pings got no answer, must come PT - 0.3 s (the
+#      last busy answer came up to a ping interval, PT / 8, before the kill) to 1.25 x PT +
+#      MARGIN after the kill, hostA's rank must not complete and must end with usnic's
+#      fatal-error line, and mpirun must end within 10 s of the message. (Under
 #      --enable-recovery Open MPI 4.1.4's mpirun exits 0 after a rank's abort, so its exit
 #      code says nothing here.)
 #   d) cut link: pingloop for 20 s with every UDP datagram (RoCE and the checker's sockets)
@@ -105,24 +108,28 @@ pingloop_job() {
     JOB=$!
 }
 
-echo "=== c) killed peer: the rank on hostB gets SIGKILL 2 s into the ping-pong"
-pingloop_job "$WORK/c.out" --enable-recovery
-wait_line "$WORK/c.out" "^pingloop: [0-9]+ ranks on"
-sleep 2
+echo "=== c) killed peer: hostB's rank of a) gets SIGKILL 1 s into its sleep, with our data"
+BTL=usnic,self mpirun_usnic -t 60 --mca btl_usnic_peer_timeout $PT --enable-recovery \
+    "$WORK/busypeer" busy $((3 * PT)) > "$WORK/c.out" 2>&1 &
+JOB=$!
+wait_line "$WORK/c.out" "^busypeer: [0-9]+ ranks on"
+sleep 1
 victim=
 for p in $(ip netns pids nsB); do
-    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = pingloop ] && victim=$p
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = busypeer ] && victim=$p
 done
-if [ -n "$victim" ]; then kill -KILL "$victim"; else dp_fail "c) no pingloop process in nsB"; fi
+if [ -n "$victim" ]; then kill -KILL "$victim"; else dp_fail "c) no busypeer process in nsB"; fi
 t0=$EPOCHREALTIME
-echo "== $(date +%T) killed pingloop pid $victim on hostB"
+echo "== $(date +%T) killed busypeer pid $victim on hostB"
 watch_job "$WORK/c.out" "$t0" "$JOB"
 cat "$WORK/c.out"
 echo "== mpirun exit code $JOB_RC, ${END_T}s after the kill; usnic's message after ${MSG_T:-?}s"
-within "c)" "usnic's peer-unreachable message" "$MSG_T" "$LO" "$HI"
+# (its last busy answer came up to one ping interval, PT / 8, before the kill)
+within "c)" "usnic's peer-unreachable message" "$MSG_T" "$(awk -v t=$PT 'BEGIN { print t - 0.3 }')" \
+    "$HI"
 unreachable "$WORK/c.out" "c)" "no answer"
 check_reports "$WORK/c.out" "c)"
-if grep -q "^pingloop: OK" "$WORK/c.out"; then dp_fail "c) hostA's rank completed its ping-pong"
+if grep -q "^busypeer: OK" "$WORK/c.out"; then dp_fail "c) hostA's rank completed"
 else pass "c) hostA's rank did not complete"; fi
 if grep -Eq "btl/usnic: hostA: fatal error on $(dev_of A) \(peer [0-9./]+ unreachable\), the job is aborted" \
         "$WORK/c.out"; then
