@@ -19,9 +19,9 @@
 #    were lost: none may be (both jobs). The bandwidth job's spurious resends are at most
 #    5 per 10^4 data datagrams: the code before issue 11's loss-detection rules (commit
 #    3c75f3d) resent 6.3 per 10^4 in its documented run (docs/benchmarks.md, 13 timer and 8
-#    fast retransmits, all spurious), and fast retransmits on a bare duplicate ACK (the rule
-#    that commit 8061df5 removed; a segment late through the other channel's queue pair is
-#    not lost) fail it (the commit that brought this check says by how much). No allowance
+#    fast retransmits, all spurious; a repeated ACK then resent the next segment, the rule
+#    that commit 8061df5 removed: a segment late through the other channel's queue pair is
+#    not lost). No allowance
 #    grows with the host's load: a vCPU descheduled past the sender's timeout does make
 #    spurious resends, and a host too busy for the bound fails the test (test/vm/progs/
 #    stallprobe.c, one per vCPU at real-time priority, prints the stalls over twice the 5 ms
