@@ -137,10 +137,52 @@ wait_ranks() {
     return 1
 }
 
+# wait_line OUT ERE: until a line of OUT matches ERE (at most 30 s); pingloop's first line
+# ("pingloop: N ranks on ...") says that its ranks are past MPI_Init and the first contact
+wait_line() {
+    for _ in $(seq 300); do
+        grep -Eq "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    dp_fail "no line matching '$2' in $1 within 30 s"
+    return 1
+}
+
 # elapsed T0: seconds since $EPOCHREALTIME was T0, one decimal
 elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 # lt X Y: X < Y (decimals)
 lt() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
+
+# watch_job OUT T0 PID: until the job PID (mpirun) ends, the times at which usnic's
+# peer-unreachable message (MSG_T) and the connectivity checker's "no answer at all" message
+# (CHK_T) first appear in OUT, in seconds since $EPOCHREALTIME was T0 (empty: never); then the
+# job's exit code (JOB_RC) and its end (END_T). A message only found at the end counts as
+# printed at the end.
+watch_job() {
+    local unreach="^The usnic BTL has been retransmitting to a peer that has not"
+    local noanswer="connectivity checker got no answer at all from a peer"
+    MSG_T='' CHK_T=''
+    while kill -0 "$3" 2>/dev/null; do
+        [ -z "$MSG_T" ] && grep -q "$unreach" "$1" && MSG_T=$(elapsed "$2")
+        [ -z "$CHK_T" ] && grep -q "$noanswer" "$1" && CHK_T=$(elapsed "$2")
+        sleep 0.1
+    done
+    wait "$3"
+    # shellcheck disable=SC2034 # read by the tests that source this file
+    JOB_RC=$? END_T=$(elapsed "$2")
+    [ -z "$MSG_T" ] && grep -q "$unreach" "$1" && MSG_T=$END_T
+    [ -z "$CHK_T" ] && grep -q "$noanswer" "$1" && CHK_T=$END_T
+    return 0
+}
+
+# within LABEL WHAT T LO HI: WHAT came T s after its cause (empty: never), at least LO and at
+# most HI s after it
+within() {
+    if [ -z "$3" ]; then dp_fail "$1: $2: never"
+    elif lt "$3" "$4"; then dp_fail "$1: $2 ${3}s after its cause: sooner than ${4}s"
+    elif lt "$5" "$3"; then dp_fail "$1: $2 ${3}s after its cause: later than ${5}s"
+    else pass "$1: $2 ${3}s after its cause (${4}s to ${5}s)"; fi
+}
 
 # no_message OUT LABEL: neither the checker nor the peer timeout reported anything
 no_message() {

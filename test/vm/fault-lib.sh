@@ -180,7 +180,7 @@ pct() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", (d > 0 ? 100 * n / d : 0
 #   mix      netem dropped datagrams on both hosts, usnic retransmitted, and duplicates arrived
 # Failures are dp_fail (the test goes on; dp_done gives the verdict).
 fault_run() {
-    local label=$1 kind=$2 bound=$3 n=$4 out=$5 prog=$6 t0 t x k v pkts drops
+    local label=$1 kind=$2 bound=$3 n=$4 out=$5 prog=$6 t0 t x k v pkts drops pt
     local what="$label: $prog ($n per host)" sent_all=0 arrived_all=0 first_all=0 got_all=0
     local dups_all=0 resends_all=0 summary line_a=""
     local -A P0 D0 P D C
@@ -198,6 +198,28 @@ fault_run() {
         dp_fail "$what: not finished within its bound of ${bound}s (killed: hang?)"
     else
         pass "$what: finished in ${t}s (bound ${bound}s)"
+    fi
+    # the program's own time (from MPI_Init's end to its verdict): the lossless run's is the
+    # base of the recovery bound of the same workload under a fault (RATIO)
+    pt=$(sed -nE "s/^$prog: OK .* verified \(([0-9.]+) s\)$/\1/p" "$out")
+    if [ "$kind" = none ]; then
+        FAULT_BASE[$prog]=$pt
+    elif [ -n "${RATIO:-}" ] && [ -n "$pt" ]; then
+        local base=${FAULT_BASE[$prog]:-} lim
+        if [ -z "$base" ]; then
+            dp_fail "$what: no lossless run of $prog before it (the base of its bound)"
+        else
+            # (a base under FAULT_BASE_MIN s is timer noise: that much at least)
+            lim=$(awk -v b="$base" -v m="$FAULT_BASE_MIN" -v r="$RATIO" \
+                'BEGIN { printf "%.3f", (b > m ? b : m) * r }')
+            if lt "$lim" "$pt"; then
+                dp_fail "$what: took ${pt}s, more than $RATIO x the lossless ${base}s" \
+                    "(at least ${FAULT_BASE_MIN}s): ${lim}s"
+            else
+                pass "$what: took ${pt}s, at most $RATIO x the lossless ${base}s (at least" \
+                    "${FAULT_BASE_MIN}s): ${lim}s"
+            fi
+        fi
     fi
 
     # C[X_counter]: the counters of host X's processes (unset ones count as 0)
@@ -221,7 +243,7 @@ fault_run() {
     fi
     summary="netem"
     for x in "${HOSTS[@]}"; do summary+=" $x: pkts=${P[$x]} dropped=${D[$x]}"; done
-    echo "faults: $label $prog: ${t}s $line_a" \
+    echo "faults: $label $prog: ${t}s (program ${pt:-?}s) $line_a" \
         "resends=$(per num_resends)" \
         "timeouts=$(per num_timeout_retrans)" \
         "fast_retrans=$(per num_fast_retrans)" \
@@ -319,6 +341,8 @@ fault_run() {
 # fault_init: builds both workloads and sets their default arguments: P2P, the sizes that
 # straddle every protocol boundary with at most 256 KiB per stream; MIX, none.
 fault_init() {
+    declare -gA FAULT_BASE=()
+    FAULT_BASE_MIN=${FAULT_BASE_MIN:-0.5}
     mpi_build p2p
     mpi_build faultmix
     P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)

@@ -2,6 +2,7 @@
 # vm-timeout: 660
 # Reliability under reordering, duplication, corruption and a mix of them, on RoCE v2
 # datagrams only (fault-lib.sh's netem_roce) and in BOTH directions at once:
+#   none        no impairment (the netem in place with no effect): the lossless base
 #   reorder     delay 1ms reorder 25% 50%: a quarter of the datagrams (correlated) overtake
 #               the others, which wait 1 ms
 #   dup20%      duplicate 20%
@@ -18,10 +19,16 @@
 #            of an in-order datagram is below the window) and more datagrams arrived than sent
 #   corrupt  fewer datagrams arrived than were sent, in both directions, and usnic resent
 #   mix      netem dropped in both directions, usnic resent, duplicates dropped on both hosts
-# Bounds per run (launch included): 60 s (reorder, dup), 90 s (corrupt, mix); measured on a
-# 2-core host (two runs): 5-15 s (reorder, dup), 7-15 s (corrupt, mix). Before issue 11's
-# recovery fixes (Karn's rule for RTT samples, ACK requests, hole reports) corrupt p2p took
-# 45-91 s: every recovery raised the RTO toward its 1 s ceiling.
+# Bounds per run (launch included): 60 s (none, reorder, dup), 90 s (corrupt, mix); measured
+# on a 2-core host (two runs): 5-15 s (reorder, dup), 7-15 s (corrupt, mix). Recovery
+# (corrupt, mix): each program's own time (from the end of MPI_Init to its verdict) at most
+# RATIO = 12 times that of the same workload in this run's lossless case (at least 0.5 s).
+# Measured on the shared host under load (1272 vCPU stalls over 10 ms in t-lossless's
+# bandwidth job of the same boot): lossless 2.4 s (p2p) and 5.9 s (faultmix); corrupt 7.1 x
+# and 5.1 x, mix 5.2 x and 3.8 x. Before issue 11's recovery fixes (commit 1a19ec3: Karn's
+# rule for RTT samples, ACK requests, hole reports) corrupt p2p took 45-91 s with launch
+# (about 35-80 s of program time, 15-33 x): every recovery raised the RTO toward its 1 s
+# ceiling. (t-faults shows that commit's Karn rule undone failing its ratio natively.)
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -29,10 +36,11 @@ set -u
 . "$(dirname "$0")/fault-lib.sh"
 fault_init
 
+fault_case none none 60 delay 0ms
 fault_case reorder reorder 60 delay 1ms reorder 25% 50%
 fault_case dup20% dup 60 duplicate 20%
-fault_case corrupt10% corrupt 90 corrupt 10%
-fault_case mix mix 90 loss 5% duplicate 5% delay 1ms reorder 25% 50%
+RATIO=12 fault_case corrupt10% corrupt 90 corrupt 10%
+RATIO=12 fault_case mix mix 90 loss 5% duplicate 5% delay 1ms reorder 25% 50%
 
 netem_clear
 fault_summary

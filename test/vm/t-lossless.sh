@@ -12,22 +12,22 @@
 #    of issue 11 a bandwidth run lost up to 215 ACKs at the sender's full priority receive
 #    queue;
 #  - in the measured sizes (mpibench's MPI_T counters over each size, both ranks: the
-#    streams themselves) the bandwidth run resends at most 3 per 10^4 data datagrams,
-#    plus what the vCPUs' stalls explain (issue 11: before its loss-detection rules a
-#    bandwidth run resent 6.3-14 per 10^4, fast retransmits of segments late through the
-#    other channel and resends on partial ACKs after a spurious timeout). A busy host
-#    deschedules the VM's vCPU threads for milliseconds at a time (with two busy loops on
-#    the 2-core host, 3 of 3 runs of an earlier version failed the plain bound: 5, 8 and 22
-#    resends in 9650-16064 datagrams); a receiver that stalls past the sender's timeout is
-#    resent to, on a real network as here. test/vm/progs/stallprobe.c, one per vCPU at
-#    real-time priority, counts the wake-ups it got later than twice the minimum timeout,
-#    each weighted by the timeouts a stall that long can cause (1, and 1 more per doubling):
-#    the bound grows by that sum. Twice: a stream's timer runs from the last ACK that moved
-#    the window, and its timeout adapts to the path's jitter; stalls between one and two
-#    minimum timeouts rarely cause one. On a quiet host the sum is about ten. The latency
-#    run's are printed, not bounded (about 2500-5000 datagrams: 3 per 10^4 would allow none,
-#    and a ping-pong's every round trip is a timer's chance; runs: 1 and 2, with 5 and 2
-#    stalls);
+#    streams themselves), what the receiver knows: a resend whose original had arrived is
+#    spurious, and the receiver drops and counts exactly those as duplicates
+#    (num_dup_recvs + num_oow_low_recvs, mpibench's "dups"; a lossless link makes no
+#    duplicates of its own). So resends - dups are the genuine resends, of datagrams that
+#    were lost: none may be (both jobs). The bandwidth job's spurious resends are at most
+#    5 per 10^4 data datagrams: the code before issue 11's loss-detection rules (commit
+#    3c75f3d) resent 6.3 per 10^4 in its documented run (docs/benchmarks.md, 13 timer and 8
+#    fast retransmits, all spurious; a repeated ACK then resent the next segment, the rule
+#    that commit 8061df5 removed: a segment late through the other channel's queue pair is
+#    not lost). No allowance
+#    grows with the host's load: a vCPU descheduled past the sender's timeout does make
+#    spurious resends, and a host too busy for the bound fails the test (test/vm/progs/
+#    stallprobe.c, one per vCPU at real-time priority, prints the stalls over twice the 5 ms
+#    minimum timeout, for the reader of a failure). The latency job's spurious resends are
+#    printed, not bounded (about 2500-5000 datagrams, and a ping-pong's every round trip is a
+#    timer's chance);
 #  - outside the measured sizes (the job's start and end, the barriers between sizes), at
 #    most 10. Traced (a scratch build logging every progress gap over 3 ms, every timer
 #    expiry and every duplicate, against one clock; 4 jobs of 64 KiB streaming, whose
@@ -49,6 +49,8 @@ netem_clear
 # twice the minimum retransmit timeout (btl_usnic_retrans_timeout's default, 5000 us)
 STALL_US=10000
 OUTSIDE_MAX=10
+# spurious resends per 10^4 data datagrams of the bandwidth job's measured sizes, at most
+SPURIOUS_MAX=5
 
 # rxe_rcvd HOST: rxe's received-packet counter of HOST's device
 rxe_rcvd() {
@@ -57,12 +59,12 @@ rxe_rcvd() {
     ip netns exec "ns$x" cat "/sys/class/infiniband/${!dev}/ports/1/hw_counters/rcvd_pkts"
 }
 
-# lossless_run NAME BOUND MPIBENCH-ARGS...: one job; checks as above (BOUND: retransmits per
-# 10^4 data datagrams of the measured sizes at most, "-" for none)
+# lossless_run NAME BOUND MPIBENCH-ARGS...: one job; checks as above (BOUND: spurious resends
+# per 10^4 data datagrams of the measured sizes at most, "-" for none)
 lossless_run() {
     local name=$1 bound=$2 out=$WORK/$1.out a0 b0 a1 b1 data rt need rc
     shift 2
-    local cpu probes=() stalls=0 weighted=0
+    local cpu probes=() stalls=0
     for ((cpu = 0; cpu < $(nproc); cpu++)); do
         "$WORK/stallprobe" "$cpu" "$STALL_US" > "$WORK/$name.probe$cpu" 2>&1 &
         probes+=($!)
@@ -78,9 +80,9 @@ lossless_run() {
         local line
         line=$(cat "$WORK/$name.probe$cpu")
         echo "info: $name: $line"
-        [[ $line =~ stalls\ ([0-9]+)\ weighted\ ([0-9]+) ]] ||
+        [[ $line =~ stalls\ ([0-9]+) ]] ||
             { dp_fail "$name: stallprobe on cpu $cpu printed no result"; return; }
-        stalls=$((stalls + BASH_REMATCH[1])) weighted=$((weighted + BASH_REMATCH[2]))
+        stalls=$((stalls + BASH_REMATCH[1]))
     done
     grep -Ev "^btl:usnic: stats final" "$out"
     [ "$rc" = 0 ] || { dp_fail "$name: mpirun exit code $rc"; return; }
@@ -130,23 +132,37 @@ lossless_run() {
         "fast $A_num_fast_retrans/$B_num_fast_retrans (hostA/hostB), spurious timeouts undone" \
         "$A_num_spurious_timeouts/$B_num_spurious_timeouts"
     grep -E "^usnic (bw|lat) " "$out" | sed "s/^/info: $name: per size: /"
-    # the measured sizes (mpibench's MPI_T counters over each size, both ranks): the streams
-    local sdata srt
-    read -r sdata srt <<< "$(awk '$1 == "usnic" {
+    # the measured sizes (mpibench's MPI_T counters over each size, both ranks): the streams;
+    # what the receivers dropped as duplicates are the spurious resends, the rest genuine
+    local sdata srt sres sdups genuine
+    read -r sdata srt sres sdups <<< "$(awk '$1 == "usnic" {
             for (i = 4; i <= NF; i++) { split($i, kv, "=")
-                if (kv[1] == "data") d += kv[2]; if (kv[1] == "timer" || kv[1] == "fast") r += kv[2] } }
-        END { print d + 0, r + 0 }' "$out")"
+                if (kv[1] == "data") d += kv[2]; if (kv[1] == "timer" || kv[1] == "fast") r += kv[2]
+                if (kv[1] == "resends") s += kv[2]; if (kv[1] == "dups") u += kv[2] } }
+        END { print d + 0, r + 0, s + 0, u + 0 }' "$out")"
+    genuine=$((sres - sdups))
+    echo "info: $name: measured sizes: $sdata data datagrams, $sres resends, $sdups of them" \
+        "spurious (duplicates at the receiver), $stalls vCPU stalls over ${STALL_US} us"
     if [ "$data" -le 0 ] || [ "$sdata" -le 0 ]; then
         dp_fail "$name: no data datagrams counted (job $data, sizes $sdata)"
-    elif [ "$bound" = - ]; then
-        echo "info: $name: $srt retransmits for $sdata data datagrams of the measured sizes" \
-            "(not bounded; $stalls vCPU stalls over ${STALL_US} us)"
-    elif [ $((srt * 10000)) -le $((bound * sdata + weighted * 10000)) ]; then
-        pass "$name: $srt retransmits for $sdata data datagrams of the measured sizes (at most" \
-            "$bound per 10^4 plus $weighted for $stalls vCPU stalls over ${STALL_US} us)"
+    fi
+    if [ "$genuine" -le 0 ]; then
+        pass "$name: no genuine resend in the measured sizes ($sres resends, $sdups duplicates" \
+            "at the receiver)"
     else
-        dp_fail "$name: $srt retransmits for $sdata data datagrams of the measured sizes, more" \
-            "than $bound per 10^4 plus $weighted for $stalls vCPU stalls over ${STALL_US} us"
+        dp_fail "$name: $genuine genuine resends in the measured sizes ($sres resends, only" \
+            "$sdups of them duplicates at the receiver): datagrams were lost on a lossless link"
+    fi
+    if [ "$bound" = - ]; then
+        echo "info: $name: $sdups spurious resends for $sdata data datagrams of the measured" \
+            "sizes (not bounded)"
+    elif [ $((sdups * 10000)) -le $((bound * sdata)) ]; then
+        pass "$name: $sdups spurious resends for $sdata data datagrams of the measured sizes" \
+            "(at most $bound per 10^4)"
+    else
+        dp_fail "$name: $sdups spurious resends for $sdata data datagrams of the measured sizes," \
+            "more than $bound per 10^4 ($srt timer and fast retransmits; $stalls vCPU stalls over" \
+            "${STALL_US} us: see the test's header)"
     fi
     # outside them: start-up, finalize and the barriers between sizes, where a rank still
     # setting up (or printing, or already leaving) acknowledges nothing and its peer's timer resends the oldest segment once per
@@ -160,6 +176,6 @@ lossless_run() {
     fi
 }
 
-lossless_run bw 3 -t bw -S 65536,1048576,4194304 -T 1000 -W 200 -n 2 -N 200
+lossless_run bw "$SPURIOUS_MAX" -t bw -S 65536,1048576,4194304 -T 1000 -W 200 -n 2 -N 200
 lossless_run lat - -t lat -S 8,4096,65536 -T 500 -W 100 -n 2 -N 2000
 dp_done

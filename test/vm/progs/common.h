@@ -354,7 +354,7 @@ DP_FN int dp_finish(void)
                    sum[2 + h]);
         }
         if (0 == errors) {
-            printf("%s: OK %llu messages, %llu bytes verified (%.1f s)\n", dp_prog, sum[0],
+            printf("%s: OK %llu messages, %llu bytes verified (%.3f s)\n", dp_prog, sum[0],
                    sum[1], dp_now() - dp_t0);
         } else {
             printf("%s: FAILED %lld mismatches (%llu messages, %llu bytes checked)\n", dp_prog,
