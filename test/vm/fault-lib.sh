@@ -337,12 +337,14 @@ fault_run() {
     esac
 }
 
-# verdict STATUS PASS-MSG FAIL-MSG: pass if STATUS is 0, else dp_fail
+# fault_run's lossless program times, by program (the bases of the recovery bounds), for
+# every test that sources this file, whether or not it calls fault_init
+declare -gA FAULT_BASE=()
+FAULT_BASE_MIN=${FAULT_BASE_MIN:-0.5}
+
 # fault_init: builds both workloads and sets their default arguments: P2P, the sizes that
 # straddle every protocol boundary with at most 256 KiB per stream; MIX, none.
 fault_init() {
-    declare -gA FAULT_BASE=()
-    FAULT_BASE_MIN=${FAULT_BASE_MIN:-0.5}
     mpi_build p2p
     mpi_build faultmix
     P2P=(-s "0,1,722,723,4050,4051,16384,153544,153545,1048576" -W 262144)
@@ -359,6 +361,7 @@ fault_case() {
     fault_run "$label" "$kind" "$bound" 3 "$WORK/$tag-mix.out" faultmix "${MIX[@]}"
 }
 
+# verdict STATUS PASS-MSG FAIL-MSG: pass if STATUS is 0, else dp_fail
 verdict() {
     if [ "$1" = 0 ]; then pass "$2"; else dp_fail "$3"; fi
 }
