@@ -17,7 +17,6 @@
 #             the same three on Open MPI 5.0, in the Debian 13 world (tools/debian13-root.sh,
 #             made by deps): `tools/debian13-root.sh run make -C standalone ...`
 #   intree    tools/intree-check.sh        (4.1 and 5.0 trees; skipped with USNIC_SKIP_INTREE=1)
-#   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS, 120)
 #   deb       tools/build-deb.sh --nocheck (the Debian 12 package, lintian clean, for
 #             t-debpkg; the unit tests it would repeat ran in the unit step)
 #   deb5      tools/build-deb.sh --debian13 --nocheck (the Debian 13 package, Open MPI 5.0,
@@ -32,6 +31,8 @@
 #             prints "vm: N passed, N failed")
 #   vm5       test/vm/run.sh $VM5_TESTS in the Debian 13 world (Open MPI 5.0, where the tests
 #             run --mca btl usnic,self,sm), logs in test/vm/logs/ompi5
+#   fuzz      make -C test/fuzz run        (libFuzzer on the receive path, USNIC_FUZZ_SECONDS,
+#             default 120; started beside vm5, its step shows the time it ran on after vm5)
 #   bench     bench/run.sh --quick          (benchmark smoke run, results in bench/results/smoke)
 #   nbench    bench/native.sh --quick       (native-world benchmark smoke run: usnic over UDP,
 #             tcp, raw UDP; results in bench/results/native-smoke)
@@ -46,13 +47,15 @@
 set -u    # not -e: runs every step whatever fails, counts the failures (docs/development.md, Scripts)
 cd "$(dirname "$0")/.." || exit 2
 OUT=$(mktemp) || exit 2
-trap 'rm -f "$OUT"' EXIT
+BG=$(mktemp -d) || exit 2
+declare -A bgpid=()
+trap 'for p in "${bgpid[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; rm -rf "$OUT" "$BG"' EXIT
 npass=0 nfail=0 table=()
 TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
 # packages, VM image and Debian 13 world take several minutes more)
 declare -A est=([deps]=240 [lint]=20 [build]=20 [install]=5 [unit]=30 [build5]=20
-    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=20 [intree]=120 [fuzz]=150 [deb]=30 [deb5]=30
+    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=20 [intree]=120 [fuzz]=10 [deb]=30 [deb5]=30
     [native]=300 [native4]=60 [vm]=840 [vm5]=440 [bench]=90 [nbench]=30)
 declare -A took=()
 estimate() {
@@ -100,6 +103,22 @@ step() {
     echo "--- $name: $res ($((SECONDS - t0))s, exit code $rc)"
 }
 
+# bg_start NAME CMD...: CMD in the background, in a process group of its own (an interrupted
+# run stops it), its output kept; `step NAME bg_done NAME` later prints that output and takes
+# its exit status: the step's time is then what CMD ran on after the steps it ran beside
+bg_start() {
+    local name=$1; shift
+    echo "=== $name: started, beside the steps that follow: $*"
+    # shellcheck disable=SC2016 # the inner script expands its own arguments
+    setsid bash -c '"$@" > "$0.out" 2>&1; echo $? > "$0.rc"' "$BG/$name" "$@" &
+    bgpid[$name]=$!
+}
+bg_done() {
+    while [ ! -s "$BG/$1.rc" ]; do sleep 1; done
+    cat "$BG/$1.out"
+    return "$(cat "$BG/$1.rc")"
+}
+
 step deps tools/deps.sh
 step lint tools/shellcheck.sh
 step build make -C standalone
@@ -115,28 +134,20 @@ if [ "${USNIC_SKIP_INTREE:-0}" = 1 ]; then
 else
     step intree tools/intree-check.sh
 fi
-step fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step deb tools/build-deb.sh --nocheck
 step deb5 tools/build-deb.sh --debian13 --nocheck
-# native4 runs beside native, in a private world of its own: most of either run waits on
-# timers (dead-peer and loss tests). Its step then shows its output and the time left.
-N4OUT=$(mktemp) || exit 2
-# in a process group of its own, which an interrupted run-all stops (netns-world cleans up)
-# shellcheck disable=SC2016 # the inner script expands its own argument
-setsid bash -c 'test/native/run.sh -n 4 --private > "$1" 2>&1; echo $? > "$1.rc"' sh "$N4OUT" &
-n4pid=$!
-trap 'kill -TERM -- "-$n4pid" 2>/dev/null; rm -f "$OUT" "$N4OUT" "$N4OUT.rc"' EXIT
-# native4_done: wait for the 4-host run started above, print its output, return its status
-native4_done() {
-    while [ ! -s "$N4OUT.rc" ]; do sleep 1; done
-    cat "$N4OUT"
-    return "$(cat "$N4OUT.rc")"
-}
+# The 4-host native world runs beside the 2-host one, in a private world of its own: most of
+# either run waits on timers (dead-peer and loss tests).
+bg_start native4 test/native/run.sh -n 4 --private
 step native test/native/run.sh
-step native4 native4_done
+step native4 bg_done native4
 step vm test/vm/run.sh
+# Fuzzing (one process, one CPU) runs beside the Open MPI 5.0 VM subset, whose first tests
+# (bring-up, the data paths) bound no time but mpirun's.
+bg_start fuzz make -C test/fuzz run FUZZ_SECONDS="${USNIC_FUZZ_SECONDS:-120}"
 step vm5 env RXE_VM_ROOT="$(tools/debian13-root.sh)" VM_LOGS="$PWD/test/vm/logs/ompi5" \
     test/vm/run.sh "${VM5_TESTS[@]}"
+step fuzz bg_done fuzz
 step bench bench/run.sh --quick --out bench/results/smoke
 step nbench bench/native.sh --quick --out bench/results/native-smoke
 
