@@ -52,11 +52,12 @@ declare -A bgpid=()
 trap 'for p in "${bgpid[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; rm -rf "$OUT" "$BG"' EXIT
 npass=0 nfail=0 table=()
 TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
-# seconds per step on an idle 2-core machine with warm caches (deps: a fresh machine's
-# packages, VM image and Debian 13 world take several minutes more)
-declare -A est=([deps]=240 [lint]=20 [build]=20 [install]=5 [unit]=30 [build5]=20
-    [install5]=5 [unit5]=30 [engine]=30 [btlcount]=20 [intree]=120 [fuzz]=10 [deb]=30 [deb5]=30
-    [native]=300 [native4]=60 [vm]=840 [vm5]=440 [bench]=90 [nbench]=30)
+# seconds per step on an idle 2-core machine with warm caches, from the rehearsal of
+# bench/results/ci (deps: a fresh machine's packages, VM image and Debian 13 world take
+# several minutes more; intree: its first build of the two trees, about 10 more)
+declare -A est=([deps]=240 [lint]=15 [build]=10 [install]=5 [unit]=20 [build5]=10
+    [install5]=5 [unit5]=20 [engine]=5 [btlcount]=5 [intree]=60 [fuzz]=5 [deb]=15 [deb5]=15
+    [native]=220 [native4]=5 [vm]=610 [vm5]=400 [bench]=85 [nbench]=15)
 declare -A took=()
 estimate() {
     local from="defaults" name line total=0
