@@ -54,7 +54,7 @@ npass=0 nfail=0 table=()
 TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches, from the rehearsal of
 # bench/results/ci (deps: a fresh machine's packages, VM image and Debian 13 world take
-# several minutes more; intree: its first build of the two trees, about 10 more)
+# several minutes more; intree: its first build of the two trees, about 10 minutes more)
 declare -A est=([deps]=240 [lint]=15 [build]=10 [install]=5 [unit]=20 [build5]=10
     [install5]=5 [unit5]=20 [engine]=5 [btlcount]=5 [intree]=60 [fuzz]=5 [deb]=15 [deb5]=15
     [native]=220 [native4]=5 [vm]=610 [vm5]=400 [bench]=85 [nbench]=15)
