@@ -379,11 +379,16 @@ USNIC_TEST(conn_flood_drained_in_budgets)
     memset(&m, 0, sizeof(m));
     m.magic = USNIC_CONN_MAGIC_PING;
     m.type = USNIC_CONN_LIVE_PING;
+    /* B does not listen while the flood is sent, so that its next wake-up
+     * finds more than a budget queued: a drainer running beside the sender
+     * on a loaded machine could keep pace and never use one up */
+    opal_event_del(&cw.w->mods[SIDE_B].conn_ev);
     for (int i = 0; i < 5000; ++i) {
         m.nonce = (uint64_t) i;
         sent += sizeof(m) == sendto(cw.fd, &m, sizeof(m), 0, (struct sockaddr *) &cw.b,
                                     sizeof(cw.b));
     }
+    opal_event_add(&cw.w->mods[SIDE_B].conn_ev, NULL);
     opal_btl_usnic_connectivity_add_peer(&cw.w->mods[SIDE_B], cw.self.sin_addr.s_addr,
                                          cw.self.sin_port);
     send_authentic(&cw, &cw.b, USNIC_CONN_MAGIC_PING, USNIC_CONN_LIVE_PING, 0, 42,
