@@ -23,6 +23,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/baseline-lib.sh
+. bench/baseline-lib.sh
 check=0 update=0 report_only=0 out=bench/results/btl-count
 baseline=bench/btl-count-baseline.txt
 rounds=2000 passes=2000 rto=2000000
@@ -280,24 +282,9 @@ if [ "$update" = 1 ]; then
     echo "btl-count.sh: wrote $baseline"
 fi
 if [ "$check" = 1 ]; then
-    np=0 nf=0
+    pairs=()
     for f in "${figs[@]}"; do
-        now=$(awk -v k="$f" '$1 == k { print $2 }' "$out/figures.txt")
-        was=$(awk -v k="$f" '$1 == k { print $2 }' "$baseline")
-        if [ -z "$was" ]; then
-            echo "FAIL $f: not in $baseline"
-            nf=$((nf + 1))
-        elif awk -v a="$now" -v b="$was" 'BEGIN { exit !(a > 1.05 * b) }'; then
-            echo "FAIL $f: $now instructions, baseline $was (+$(awk -v a="$now" -v b="$was" \
-                'BEGIN { printf "%.1f", 100 * (a / b - 1) }')%, more than 5%)"
-            nf=$((nf + 1))
-        else
-            echo "PASS $f: $now instructions, baseline $was"
-            awk -v a="$now" -v b="$was" 'BEGIN { exit !(a < 0.95 * b) }' &&
-                echo "     (more than 5% below the baseline: bench/btl-count.sh --update-baseline)"
-            np=$((np + 1))
-        fi
+        pairs+=("$f=$(awk -v k="$f" '$1 == k { print $2 }' "$out/figures.txt")")
     done
-    echo "btlcount: $np passed, $nf failed"
-    [ "$nf" = 0 ]
+    baseline_check bench/btl-count.sh "$baseline" btlcount "${pairs[@]}"
 fi

@@ -22,6 +22,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/baseline-lib.sh
+. bench/baseline-lib.sh
 check=0 update=0 report_only=0 out=bench/results/engine
 baseline=bench/engine-baseline.txt
 while [ $# -gt 0 ]; do
@@ -250,24 +252,6 @@ if [ "$update" = 1 ]; then
 fi
 if [ "$check" = 1 ]; then
     [ -f "$baseline" ] || { echo "engine.sh: no $baseline" >&2; echo "engine: 0 passed, 6 failed"; exit 1; }
-    np=0 nf=0
-    for pair in "ping_message $ping" "idle_pass $idle" "wait_pass $wait" "chunk $chunk" "get_chunk $get" "put $put"; do
-        read -r name now <<< "$pair"
-        was=$(awk -v k="$name" '$1 == k { print $2 }' "$baseline")
-        if [ -z "$was" ]; then
-            echo "FAIL $name: not in $baseline"
-            nf=$((nf + 1))
-        elif awk -v a="$now" -v b="$was" 'BEGIN { exit !(a > 1.05 * b) }'; then
-            echo "FAIL $name: $now instructions, baseline $was (+$(awk -v a="$now" -v b="$was" \
-                'BEGIN { printf "%.1f", 100 * (a / b - 1) }')%, more than 5%)"
-            nf=$((nf + 1))
-        else
-            echo "PASS $name: $now instructions, baseline $was"
-            awk -v a="$now" -v b="$was" 'BEGIN { exit !(a < 0.95 * b) }' &&
-                echo "     (more than 5% below the baseline: bench/engine.sh --update-baseline)"
-            np=$((np + 1))
-        fi
-    done
-    echo "engine: $np passed, $nf failed"
-    [ "$nf" = 0 ]
+    baseline_check bench/engine.sh "$baseline" engine ping_message="$ping" idle_pass="$idle" \
+        wait_pass="$wait" chunk="$chunk" get_chunk="$get" put="$put"
 fi
