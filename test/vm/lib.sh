@@ -156,6 +156,17 @@ netem() {
     ip netns exec "ns${x%2}" tc qdisc replace dev "veth$x" root netem "$@" || fail "netem $x $*"
 }
 netem_both() { netem A "$@"; netem B "$@"; }
+# drop_large_udp: both hosts drop every UDP packet of 8192 bytes or more they send (IPv4
+# total length, offset 2, with bit 13 set: 8192 to 9000 bytes on these links), as a path of
+# a smaller MTU would; netem_clear removes it
+drop_large_udp() {
+    local x
+    for x in A B; do
+        ip netns exec "ns$x" tc qdisc replace dev "veth$x" root handle 1: prio || fail "tc qdisc"
+        ip netns exec "ns$x" tc filter add dev "veth$x" parent 1: protocol ip prio 1 u32 \
+            match ip protocol 17 0xff match u16 0x2000 0x2000 at 2 action drop || fail "tc filter"
+    done
+}
 netem_clear() {
     local x
     for x in "${HOSTS[@]}"; do

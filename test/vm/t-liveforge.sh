@@ -144,12 +144,7 @@ BG=()
 
 echo "=== b) a blocked path (UDP of 8192 bytes or more dropped) with forged checker ACKs"
 OUT=$WORK/b.out
-for x in A B; do
-    ip netns exec "ns$x" tc qdisc replace dev "veth$x" root handle 1: prio || fail "tc qdisc"
-    # UDP with the IPv4 total length (offset 2) bit 13 set: 8192 to 9000 bytes here
-    ip netns exec "ns$x" tc filter add dev "veth$x" parent 1: protocol ip prio 1 u32 \
-        match ip protocol 17 0xff match u16 0x2000 0x2000 at 2 action drop || fail "tc filter"
-done
+drop_large_udp
 SECONDS=0
 BTL=usnic,self MPI_TIMEOUT=90 mpirun_usnic "$WORK/busy" 60 > "$OUT" 2>&1 &
 JOB=$!
