@@ -753,6 +753,7 @@ static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_modul
                                                               uint32_t flags)
 {
     opal_btl_usnic_put_target_t *t = OBJ_NEW(opal_btl_usnic_put_target_t);
+    (void) btl;
     (void) endpoint;
 
     if (NULL == t) {
@@ -765,7 +766,6 @@ static mca_btl_base_registration_handle_t *usnic_register_mem(mca_btl_base_modul
         OBJ_RELEASE(t);
         return NULL;
     }
-    opal_btl_usnic_rdma_zcopy_register((opal_btl_usnic_module_t *) btl, t);
     return &t->handle;
 }
 
@@ -781,13 +781,6 @@ static int usnic_deregister_mem(mca_btl_base_module_t *btl,
     regs->slot[handle->index].t = NULL;
     regs->free_slots[regs->nfree++] = handle->index;
     opal_btl_usnic_rdma_memory_gone(t->base, t->len);
-    if (t->senders > 0) {
-        /* the device may still read it for sends posted before */
-        t->gone = true;
-        opal_list_append(&t->module->zcopy_retired, &t->super);
-        return OPAL_SUCCESS;
-    }
-    opal_btl_usnic_rdma_zcopy_unregister(t);
     OBJ_RELEASE(t);
     return OPAL_SUCCESS;
 }

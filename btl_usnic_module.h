@@ -149,9 +149,6 @@ typedef struct opal_btl_usnic_module_t {
     /* GET data of at least this many bytes per chunk is sent from where
      * it lies, if the device registered it (UINT32_MAX: never) */
     uint32_t zcopy_min;
-    /* deregistered regions whose device registration waits for the GET
-     * data frags still sending from it */
-    opal_list_t zcopy_retired;
     bool rdma_work;                 /* one of the two lists is not empty */
     bool rdma_refused_shown;
     bool bad_handle_shown;          /* the "bad registration handle" help message */
@@ -267,19 +264,11 @@ struct mca_btl_base_registration_handle_t {
 };
 
 typedef struct opal_btl_usnic_put_target_t {
-    opal_list_item_t super;         /* on module->zcopy_retired once deregistered */
+    opal_list_item_t super;
     uint32_t flags;
     uint64_t base;
     uint64_t len;
     mca_btl_base_registration_handle_t handle;
-    /* A region GETs may read is also registered with the device of the
-     * module it was registered for, so that GET data is sent from it
-     * without a copy (mr NULL: not registered, the data is copied). */
-    struct opal_btl_usnic_module_t *module;
-    opal_btl_usnic_mr_t *mr;
-    uint32_t lkey;
-    int senders;                    /* GET data frags sending from it */
-    bool gone;                      /* deregistered; on module->zcopy_retired */
 } opal_btl_usnic_put_target_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_put_target_t);
 

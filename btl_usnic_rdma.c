@@ -17,11 +17,13 @@
  *
  * A GET larger than a datagram is answered with its data alone, chunked
  * straight from the target's memory and reassembled straight into the
- * initiator's buffer (usnic_is_get_data).  Where the target memory is
- * registered with the device too (btl_register_mem does that for memory
- * GETs may read: ob1's RGET send buffers, osc windows), a chunk is a header
- * from its own buffer and the data read by the device from where it lies
- * (zero copy); else the data is copied into the chunk.  ob1 and osc keep
+ * initiator's buffer (usnic_is_get_data).  Where the device can register
+ * the span the GET reads (through the module's rcache, when the GET is
+ * served: never a whole region at btl_register_mem, whose pages a device
+ * would have to pin, all of them, however little of an osc window is ever
+ * read), a chunk is a header from its own buffer and the data read by the
+ * device from where it lies (zero copy); else the data is copied into the
+ * chunk.  ob1 and osc keep
  * the target memory registered until the GET is complete; if it is
  * deregistered earlier all the same, the part not yet chunked is copied
  * aside first, and so is the data of chunks not yet acknowledged (a resend
@@ -95,7 +97,6 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
     OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
     OBJ_CONSTRUCT(&module->get_sources, opal_list_t);
-    OBJ_CONSTRUCT(&module->zcopy_retired, opal_list_t);
     /* (a chunk that long is never sent inline: its send asks for a completion,
      * which tells when the device has read the memory) */
     module->zcopy_min = UINT32_MAX;
@@ -114,26 +115,6 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
 
 void opal_btl_usnic_rdma_fini(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_put_target_t *t;
-    opal_list_item_t *li;
-
-    /* (the channels are gone: no send reads registered memory any more,
-     * and the frags that did go with the module; a region deregistered
-     * after this is released at once) */
-    for (uint32_t i = 0; i < usnic_component.regs->used; ++i) {
-        t = usnic_component.regs->slot[i].t;
-        if (NULL != t && t->module == module) {
-            opal_btl_usnic_rdma_zcopy_unregister(t);
-            t->module = NULL;
-            t->senders = 0;
-        }
-    }
-    while (NULL != (li = opal_list_remove_first(&module->zcopy_retired))) {
-        t = (opal_btl_usnic_put_target_t *) li;
-        opal_btl_usnic_rdma_zcopy_unregister(t);
-        OBJ_RELEASE(t);
-    }
-    OBJ_DESTRUCT(&module->zcopy_retired);
     OPAL_LIST_DESTRUCT(&module->rdma_deferred);
     /* (items of the op free list: they go with it) */
     while (NULL != opal_list_remove_first(&module->rdma_local_done)) {
@@ -525,46 +506,12 @@ void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
 
 /* ---- GET data sent from where it lies ---- */
 
-void opal_btl_usnic_rdma_zcopy_register(opal_btl_usnic_module_t *module,
-                                        opal_btl_usnic_put_target_t *t)
-{
-    t->module = module;
-    t->mr = NULL;
-    t->senders = 0;
-    t->gone = false;
-    if (!(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ) || UINT32_MAX == module->zcopy_min ||
-        t->len < module->zcopy_min) {
-        return;
-    }
-    /* (read-only: the data may be const) */
-    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) t->base, t->len, false,
-                                  &t->mr, &t->lkey)) {
-        /* GETs of it copy their data, as without a device registration */
-        t->mr = NULL;
-        ++module->stats.num_zcopy_unregistered;
-    }
-}
-
-void opal_btl_usnic_rdma_zcopy_unregister(opal_btl_usnic_put_target_t *t)
-{
-    if (NULL != t->mr) {
-        t->module->ops->dereg_mem(t->mr);
-        t->mr = NULL;
-    }
-}
-
 void opal_btl_usnic_rdma_zcopy_release(opal_btl_usnic_module_t *module,
                                        opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_put_target_t *t = frag->zc_target;
-
-    frag->zc_target = NULL;
+    module->rcache->rcache_deregister(module->rcache, frag->zc_reg);
+    frag->zc_reg = NULL;
     frag->zcopy = false;
-    if (0 == --t->senders && t->gone) {
-        opal_list_remove_item(&module->zcopy_retired, &t->super);
-        opal_btl_usnic_rdma_zcopy_unregister(t);
-        OBJ_RELEASE(t);
-    }
 }
 
 /* The chunks of frag not yet acknowledged take their data into their own
@@ -584,9 +531,32 @@ static void zcopy_take_copies(opal_btl_usnic_send_frag_t *frag)
     frag->zcopy = false;
 }
 
+/* The device registration of the n bytes at addr that a GET of region t
+ * reads, for its data to be sent from where it lies; NULL if zero copy is
+ * off, the GET too short, or the device refused (counted: copied). */
+static mca_rcache_base_registration_t *zcopy_reg(opal_btl_usnic_module_t *module,
+                                                 const opal_btl_usnic_put_target_t *t,
+                                                 uint64_t addr, uint32_t n)
+{
+    mca_rcache_base_registration_t *reg = NULL;
+
+    if (UINT32_MAX == module->zcopy_min || n < module->zcopy_min ||
+        !(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ)) {
+        return NULL;
+    }
+    /* (read-only: the data may be const) */
+    if (OPAL_SUCCESS != module->rcache->rcache_register(module->rcache, (void *) (uintptr_t) addr,
+                                                        n, 0, MCA_RCACHE_ACCESS_REMOTE_READ,
+                                                        &reg)) {
+        ++module->stats.num_zcopy_unregistered;
+        return NULL;
+    }
+    return reg;
+}
+
 /* The answer to a GET of more than a datagram from t: its data, read from
- * the target memory as it is chunked (from where it lies if t's device
- * registration is module's); false if no frag is free now. */
+ * the target memory as it is chunked (from where it lies if the device
+ * registers it); false if no frag is free now. */
 static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            const usnic_rdma_msg_t *m, opal_btl_usnic_put_target_t *t)
 {
@@ -595,10 +565,10 @@ static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;
     }
-    if (t->module == module && NULL != t->mr) {
-        frag->zc_target = t;
+    frag->zc_reg = zcopy_reg(module, t, m->addr, m->len);
+    if (NULL != frag->zc_reg) {
+        frag->zc_lkey = ((opal_btl_usnic_reg_t *) frag->zc_reg)->lkey;
         frag->zcopy = true;
-        ++t->senders;
     }
     frag->segs[1].seg_addr.pval = (void *) (uintptr_t) m->addr;
     frag->segs[1].seg_len = m->len;

@@ -73,15 +73,9 @@ void opal_btl_usnic_rdma_get_done(struct opal_btl_usnic_module_t *module,
  * from it, or to be resent, is copied aside first. */
 void opal_btl_usnic_rdma_memory_gone(uint64_t base, uint64_t len);
 
-/* Memory registered for GETs (btl_register_mem) is also registered with
- * module's device, if large enough and the device can send from two
- * buffers, so that GET data goes out without a copy; unregister releases
- * that registration again.  A frag that sent from it releases it at its
- * return (opal_btl_usnic_frag_return_if_done); a region deregistered
- * while frags still send from it waits on module->zcopy_retired. */
-void opal_btl_usnic_rdma_zcopy_register(struct opal_btl_usnic_module_t *module,
-                                        struct opal_btl_usnic_put_target_t *t);
-void opal_btl_usnic_rdma_zcopy_unregister(struct opal_btl_usnic_put_target_t *t);
+/* A frag that sent GET data without a copy releases the device
+ * registration of that data at its return
+ * (opal_btl_usnic_frag_return_if_done). */
 void opal_btl_usnic_rdma_zcopy_release(struct opal_btl_usnic_module_t *module,
                                        struct opal_btl_usnic_send_frag_t *frag);
 

@@ -172,7 +172,7 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
         /* GET data, sent from the registered memory itself */
         chunk->seg.zc.addr = (const uint8_t *) frag->segs[1].seg_addr.pval + (off - hdr_len);
         chunk->seg.zc.len = (uint32_t) len;
-        chunk->seg.zc.lkey = frag->zc_target->lkey;
+        chunk->seg.zc.lkey = frag->zc_lkey;
         ++module->stats.num_zcopy_chunks;
     } else if (off < hdr_len) {
         /* Segment 0 (the PML header, or all of an allocated frag) comes

@@ -55,7 +55,7 @@
     X(num_rdma_local, "PUTs, GETs and atomics on this process's own memory (NULL endpoint)") \
     X(num_chunk_stalls, "send passes ended early: no chunk buffer (registered memory) left") \
     X(num_zcopy_chunks, "GET data chunks sent from the registered memory itself, not copied") \
-    X(num_zcopy_unregistered, "regions registered for GETs that the device refused to register (their GET data is copied)") \
+    X(num_zcopy_unregistered, "GETs whose data the device refused to register (the data is copied)") \
     X(num_conn_refused, "connectivity and liveness pings dropped unanswered: no valid authenticator (not from a process of this job) or malformed") \
     X(num_conn_stray, "connectivity and liveness answers dropped: no valid authenticator, or for no ping outstanding to that peer (forged, replayed or late)") \
     X(num_conn_budget, "wake-ups of the connectivity socket that used up their budget of datagrams (a flood; the rest waits for the next)") \

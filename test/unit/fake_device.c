@@ -117,6 +117,7 @@ struct opal_btl_usnic_mr {
     size_t len;
     uint32_t lkey;
     int reading;
+    bool writable;
     bool dead;
     struct opal_btl_usnic_mr *next;     /* live registrations */
 };
@@ -439,10 +440,14 @@ static int fake_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len, bool wr
     }
     m->base = base;
     m->len = len;
+    m->writable = writable;
     m->lkey = next_lkey++;
     m->next = live_mrs;
     live_mrs = m;
     ++fake_dev.mrs_live;
+    if (!writable) {
+        fake_dev.readonly_bytes_live += len;
+    }
     ++fake_dev.regs;
     *mr = m;
     *lkey = m->lkey;
@@ -462,6 +467,9 @@ static void fake_dereg_mem(opal_btl_usnic_mr_t *mr)
     }
     *p = mr->next;
     --fake_dev.mrs_live;
+    if (!mr->writable) {
+        fake_dev.readonly_bytes_live -= mr->len;
+    }
     if (mr->reading > 0) {
         /* a send may still read it: on a device, a protection error */
         ++fake_dev.busy_deregs;

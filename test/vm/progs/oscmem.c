@@ -2,7 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 /* Memory of a long one-sided loop: every rank's peak RSS after many small operations.
  *
- * oscmem MODE ROUNDS: every rank runs ROUNDS rounds (default 1000) against its partner on
+ * oscmem MODE ROUNDS [WIN_MB]: every rank runs ROUNDS rounds (default 1000) against its partner on
  * the other host (dp_cross_partner). A round is one operation of MODE on small buffers, its
  * synchronisation, and a check of what arrived:
  *   fence    MPI_Put then MPI_Get of contiguous, vector, indexed and struct int datatypes
@@ -14,6 +14,9 @@
  *   winfence as fence, but each round on a window of its own (MPI_Win_create over fresh
  *            memory, then MPI_Win_free), as test suites that loop over datatypes do
  *   winalloc the same with MPI_Win_allocate
+ * With WIN_MB, the one window of the modes other than win* is WIN_MB MiB of malloc'ed memory
+ * (MPI_Win_create) of which the rounds touch the first few KiB, as MPICH's putfence1 and
+ * getfence1 make it: the pages never touched must stay out of the RSS.
  * Each rank prints "oscmem: rank R mode M rounds N in S s peak_rss_kb P rss_kb_after_warmup W
  * rss_kb_end E": its peak RSS (VmHWM) and its RSS after the first quarter of the rounds and at
  * the end, so that a test can bound the growth per round of the last three quarters. Then
@@ -83,7 +86,7 @@ int main(int argc, char **argv)
 {
     const char *mode;
     double t0;
-    long rounds = 0, nrounds, warm_kb = -1;
+    long rounds = 0, nrounds, warm_kb = -1, win_mb;
     int *base, *src, *dst, partner;
     bool lower;
     MPI_Win win;
@@ -92,11 +95,16 @@ int main(int argc, char **argv)
     dp_init("oscmem", &argc, &argv);
     mode = argc > 1 ? argv[1] : "fence";
     nrounds = argc > 2 ? atol(argv[2]) : 1000;
+    win_mb = argc > 3 ? atol(argv[3]) : 0;
     partner = dp_cross_partner(&lower);
-    MPI_Alloc_mem(WIN_INTS * sizeof(int), MPI_INFO_NULL, &base);
+    if (win_mb > 0) {
+        base = dp_malloc((size_t) win_mb << 20);
+    } else {
+        MPI_Alloc_mem(WIN_INTS * sizeof(int), MPI_INFO_NULL, &base);
+    }
     memset(base, 0, WIN_INTS * sizeof(int));
-    MPI_Win_create(base, WIN_INTS * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
-                   &win);
+    MPI_Win_create(base, win_mb > 0 ? (MPI_Aint) win_mb << 20 : WIN_INTS * (MPI_Aint) sizeof(int),
+                   sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     src = dp_malloc(WIN_INTS * sizeof(int));
     dst = dp_malloc(WIN_INTS * sizeof(int));
     MPI_Comm_group(MPI_COMM_WORLD, &world_group);
@@ -213,7 +221,11 @@ int main(int argc, char **argv)
     MPI_Group_free(&peer_group);
     MPI_Group_free(&world_group);
     MPI_Win_free(&win);
-    MPI_Free_mem(base);
+    if (win_mb > 0) {
+        free(base);
+    } else {
+        MPI_Free_mem(base);
+    }
     free(src);
     free(dst);
     return dp_finish();
