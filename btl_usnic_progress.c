@@ -213,11 +213,14 @@ static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_
         ++count;
     }
 
-    /* Buffers go back to the device before the ACKs that let peers refill them. */
-    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
-            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
-            opal_btl_usnic_module_fatal(module, NULL);
+    /* Buffers go back to the device before the ACKs that let peers refill them
+     * (only completions queue them: a pass that had none has none to return). */
+    if (0 != count) {
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+                OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
+                opal_btl_usnic_module_fatal(module, NULL);
+            }
         }
     }
 
@@ -234,8 +237,8 @@ static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_
         opal_btl_usnic_progress_sends(module);
     }
 
-    if (usnic_component.peer_timeout > 0 &&
-        0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1))) {
+    if (0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1)) &&
+        usnic_component.peer_timeout > 0) {
         opal_btl_usnic_check_dead_peers(module);
     }
     return count;

@@ -571,18 +571,28 @@ static void complete_recv(opal_btl_usnic_cqe_t *c, opal_btl_usnic_recv_seg_t *se
 }
 
 /* A datagram for channel t (which has a buffer posted) that came in a
- * landing buffer: copied into t's oldest buffer, which completes. */
-static void copy_out(opal_btl_usnic_hwchan_t *t, const opal_btl_usnic_recv_seg_t *from,
-                     uint32_t payload, uint16_t port, opal_btl_usnic_cqe_t *c)
+ * landing buffer: copied into t's oldest buffer, which completes (inline:
+ * every priority datagram).  One of at most UDP_SMALL_COPY bytes, as an
+ * 8 B message's, is copied as that many without a call when t's buffer
+ * holds them (the landing buffer, the largest, does too). */
+#define UDP_SMALL_COPY 64
+static inline __opal_attribute_always_inline__ void
+copy_out(opal_btl_usnic_hwchan_t *t, const opal_btl_usnic_recv_seg_t *from, uint32_t payload,
+         uint16_t port, opal_btl_usnic_cqe_t *c)
 {
     opal_btl_usnic_recv_seg_t *seg = rq_pop(t);
+    uint32_t room = seg->len - USNIC_GRH_LEN;
 
     memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, from->buf + USNIC_GRH_IPV4_SRC_OFF, 4);
-    if (OPAL_UNLIKELY(payload > seg->len - USNIC_GRH_LEN)) {
+    if (OPAL_UNLIKELY(payload > room)) {
         complete_recv(c, seg, payload, port, t->id, UDP_DROP_TRUNCATED);
         return;
     }
-    memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, payload);
+    if (OPAL_LIKELY(payload <= UDP_SMALL_COPY && room >= UDP_SMALL_COPY)) {
+        memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, UDP_SMALL_COPY);
+    } else {
+        memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, payload);
+    }
     complete_recv(c, seg, payload, port, t->id, 0);
 }
 
