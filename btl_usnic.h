@@ -243,7 +243,7 @@ int opal_btl_usnic_component_register(void);
  * statistics.  Idempotent. */
 void opal_btl_usnic_component_quiesce(void);
 
-/* Progress entry point; defined in btl_usnic_component.c. */
+/* Progress entry point; defined in btl_usnic_progress.c. */
 int opal_btl_usnic_component_progress(void);
 
 END_C_DECLS

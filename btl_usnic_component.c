@@ -545,19 +545,3 @@ void opal_btl_usnic_component_quiesce(void)
         }
     }
 }
-
-int opal_btl_usnic_component_progress(void)
-{
-    opal_btl_usnic_component_t *c = &usnic_component;
-    int count = 0;
-
-    if (0 == (++c->progress_ticks & 255)) {
-        double now = opal_btl_usnic_now_us();
-        c->coarse_time = now / 1e6;
-        c->progress_stamp_us = (int64_t) now;
-    }
-    for (int i = 0; i < c->num_modules; ++i) {
-        count += opal_btl_usnic_module_progress(&c->modules[i]);
-    }
-    return count;
-}

@@ -331,7 +331,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module);
 void opal_btl_usnic_module_release_endpoint(opal_btl_usnic_module_t *module,
                                             struct mca_btl_base_endpoint_t *ep);
 
-/* Progress one module: poll both channels, then run the send engine
+/* Progress one module: poll its completion queue, then run the send engine
  * (btl_usnic_progress.c). */
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
 

@@ -3,9 +3,10 @@
  * $COPYRIGHT$
  * SPDX-License-Identifier: BSD-3-Clause
  *
- * Per-module progress: poll the channels' shared CQ, dispatch each completion
- * (receive, send done, ACK done, error), return receive buffers, run the
- * retransmit timers and the send engine, and judge silent peers.
+ * Progress: the component's callback, and in it each module's pass: poll
+ * the channels' shared CQ, dispatch each completion (receive, send done,
+ * ACK done, error), return receive buffers, run the retransmit timers and
+ * the send engine, and judge silent peers.
  */
 
 #include "opal_config.h"
@@ -167,7 +168,8 @@ void opal_btl_usnic_module_drain_sends(opal_btl_usnic_module_t *module)
     }
 }
 
-int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+/* One pass of a module (inline: each progress call makes one per module). */
+static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_cqe_t cqe[USNIC_POLL_BATCH];
     /* a poll came back full: completions (ACKs among them) may still wait */
@@ -211,11 +213,14 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         ++count;
     }
 
-    /* Buffers go back to the device before the ACKs that let peers refill them. */
-    for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-        if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
-            OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
-            opal_btl_usnic_module_fatal(module, NULL);
+    /* Buffers go back to the device before the ACKs that let peers refill them
+     * (only completions queue them: a pass that had none has none to return). */
+    if (0 != count) {
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+                OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
+                opal_btl_usnic_module_fatal(module, NULL);
+            }
         }
     }
 
@@ -232,9 +237,30 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
         opal_btl_usnic_progress_sends(module);
     }
 
-    if (usnic_component.peer_timeout > 0 &&
-        0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1))) {
+    if (0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1)) &&
+        usnic_component.peer_timeout > 0) {
         opal_btl_usnic_check_dead_peers(module);
+    }
+    return count;
+}
+
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+{
+    return module_progress(module);
+}
+
+int opal_btl_usnic_component_progress(void)
+{
+    opal_btl_usnic_component_t *c = &usnic_component;
+    int count = 0;
+
+    if (0 == (++c->progress_ticks & 255)) {
+        double now = opal_btl_usnic_now_us();
+        c->coarse_time = now / 1e6;
+        c->progress_stamp_us = (int64_t) now;
+    }
+    for (int i = 0; i < c->num_modules; ++i) {
+        count += module_progress(&c->modules[i]);
     }
     return count;
 }

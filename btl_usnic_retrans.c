@@ -24,7 +24,9 @@
  *                  and a timer started or pushed back since the last check
  *                  gets its deadline there, from the one clock read of
  *                  that pass.  Other passes skip the walk until the
- *                  earliest deadline of the module (timers_pass).
+ *                  earliest deadline of the module, and a pass that
+ *                  finds only one endpoint listed sets its deadline alone
+ *                  (timers_pass).
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them.
@@ -249,12 +251,7 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
             /* nothing in flight: its send table goes back to the pool */
             opal_btl_usnic_endpoint_tx_release(ep);
         } else if (ep->rto_restart) {
-            /* started or pushed back since the last check: ACKs arrive in
-             * progress passes, so this is the pass that saw it */
-            ep->rto_restart = false;
-            ep->rto_deadline_us = now + ep->rto.rto_us;
-            ep->rto_graced = false;
-            ep->last_ack_time = now / 1e6;
+            opal_btl_usnic_timer_set_deadline(ep, now);
         } else if (OPAL_UNLIKELY(away) && !ep->rto_graced) {
             /* Once per deadline: a process descheduled more often than
              * every half timeout (a busy host, a backed-off timeout) would

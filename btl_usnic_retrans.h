@@ -26,11 +26,22 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep);
  * estimate needs no sample per message, and each costs two clock reads. */
 #define USNIC_RTT_SAMPLE_EVERY 8
 
-/* The next check_timers sets ep's deadline (and walks the timers). */
+/* The next check sets ep's deadline (timers_pass). */
 static inline void opal_btl_usnic_timer_restart(opal_btl_usnic_endpoint_t *ep)
 {
     ep->rto_restart = true;
     ep->module->timer_restarted = true;
+}
+
+/* A timer started or pushed back since the last check gets its deadline
+ * from this one: ACKs arrive in progress passes, so this is the pass that
+ * saw it. */
+static inline void opal_btl_usnic_timer_set_deadline(opal_btl_usnic_endpoint_t *ep, double now)
+{
+    ep->rto_restart = false;
+    ep->rto_deadline_us = now + ep->rto.rto_us;
+    ep->rto_graced = false;
+    ep->last_ack_time = now / 1e6;
 }
 
 /* A segment went out for the first time (inline: every first send).  If
@@ -94,16 +105,38 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
  * passes to read it.  Returns the number of segments queued. */
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog);
 
-/* check_timers for a progress pass: the walk only when a timer was
- * (re)started, the earliest deadline has come, or the process was away
- * (check_timers then grants its grace). */
+/* check_timers for a progress pass: the walk only when the earliest
+ * deadline has come, the process was away (check_timers then grants its
+ * grace), or a timer was (re)started while several endpoints are listed;
+ * the timer of the only one listed gets its deadline here.  (A deadline
+ * pushed back leaves the module's earliest one early: the walk it brings
+ * finds it later.) */
 static inline int opal_btl_usnic_timers_pass(opal_btl_usnic_module_t *module, double now,
                                              bool backlog)
 {
-    if (OPAL_LIKELY(!module->timer_restarted && now < module->timer_due_us &&
+    if (OPAL_LIKELY(now < module->timer_due_us &&
                     now - module->last_timer_check_us <= usnic_component.retrans_timeout / 2.0)) {
-        module->last_timer_check_us = now;
-        return 0;
+        opal_list_t *list = &module->endpoints_with_timers;
+        opal_list_item_t *li;
+        opal_btl_usnic_endpoint_t *ep;
+
+        if (OPAL_LIKELY(!module->timer_restarted)) {
+            module->last_timer_check_us = now;
+            return 0;
+        }
+        li = opal_list_get_first(list);
+        ep = li != opal_list_get_end(list) && opal_list_get_next(li) == opal_list_get_end(list)
+                 ? usnic_container_of(li, opal_btl_usnic_endpoint_t, timer_li)
+                 : NULL;
+        if (NULL != ep && ep->rto_restart && ep->timer_running) {
+            opal_btl_usnic_timer_set_deadline(ep, now);
+            if (ep->rto_deadline_us < module->timer_due_us) {
+                module->timer_due_us = ep->rto_deadline_us;
+            }
+            module->timer_restarted = false;
+            module->last_timer_check_us = now;
+            return 0;
+        }
     }
     return opal_btl_usnic_check_timers(module, now, backlog);
 }

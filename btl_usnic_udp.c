@@ -99,11 +99,21 @@ typedef struct {
     opal_btl_usnic_recv_seg_t *held_head, **held_tail;
     int rcv_bytes, snd_bytes;       /* socket buffer promised to the channels */
     /* Slots offered to recvmmsg: twice what the last call got, at least a
-     * few, so an idle poll sets up only those. */
+     * few.  The first `prepared` of them point at the landing channel's
+     * oldest posted buffers (slot_seg), which stay so until a datagram
+     * takes one: a poll that finds nothing leaves them ready for the next. */
     int batch;
+    int prepared;
+    opal_btl_usnic_recv_seg_t *slot_seg[UDP_RECV_BATCH];
     struct mmsghdr mm[UDP_RECV_BATCH];
     struct iovec iov[UDP_RECV_BATCH];
     struct sockaddr_in from[UDP_RECV_BATCH];
+    /* sendmsg's arguments, set up once (the engine posts one send at a
+     * time): a send fills in the address, the prefix and its data */
+    struct msghdr send_mh;
+    struct iovec send_iov[3];
+    struct sockaddr_in send_to;
+    uint8_t send_prefix[UDP_PREFIX_LEN];
 } udp_sock_t;
 
 struct opal_btl_usnic_hwchan {
@@ -299,6 +309,7 @@ static int queued_cost(uint32_t mtu)
 static void choose_landing(udp_sock_t *s)
 {
     s->land = NULL;
+    s->prepared = 0;
     for (int i = 0; i < s->nchans; ++i) {
         if (NULL != s->chans[i] && (NULL == s->land || s->chans[i]->mtu > s->land->mtu)) {
             s->land = s->chans[i];
@@ -355,6 +366,11 @@ static int join_sock(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_hwchan_t *cq_of
             s->mm[i].msg_hdr.msg_iov = &s->iov[i];
             s->mm[i].msg_hdr.msg_iovlen = 1;
         }
+        s->send_mh.msg_name = &s->send_to;
+        s->send_mh.msg_namelen = sizeof(s->send_to);
+        s->send_mh.msg_iov = s->send_iov;
+        s->send_iov[0].iov_base = s->send_prefix;
+        s->send_iov[0].iov_len = UDP_PREFIX_LEN;
         s->size = entries > 0 ? entries : 1;
         s->ring = calloc((size_t) s->size, sizeof(*s->ring));
         if (NULL == s->ring) {
@@ -471,24 +487,24 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
                          const void *buf, uint32_t len, uint32_t lkey,
                          const opal_btl_usnic_sge_t *more, void *cookie)
 {
-    struct sockaddr_in to = dest->ah->sin;
-    uint8_t prefix[UDP_PREFIX_LEN];
-    struct iovec iov[3] = {{.iov_base = prefix, .iov_len = UDP_PREFIX_LEN},
-                           {.iov_base = (void *) buf, .iov_len = len}};
-    struct msghdr mh = {.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = iov,
-                        .msg_iovlen = 2};
+    udp_sock_t *s = ch->sock;
+    struct sockaddr_in *to = &s->send_to;
     int tries = 0;
     (void) lkey;
 
-    memcpy(prefix, &dest->qkey, UDP_QKEY_LEN);
-    prefix[UDP_QKEY_LEN] = (uint8_t) (dest->qpn >> UDP_CHAN_SHIFT);
-    to.sin_port = htons((uint16_t) dest->qpn);
+    *to = dest->ah->sin;
+    to->sin_port = htons((uint16_t) dest->qpn);
+    memcpy(s->send_prefix, &dest->qkey, UDP_QKEY_LEN);
+    s->send_prefix[UDP_QKEY_LEN] = (uint8_t) (dest->qpn >> UDP_CHAN_SHIFT);
+    s->send_iov[1].iov_base = (void *) buf;
+    s->send_iov[1].iov_len = len;
+    s->send_mh.msg_iovlen = 2;
     if (NULL != more) {
-        iov[2].iov_base = (void *) more->addr;
-        iov[2].iov_len = more->len;
-        mh.msg_iovlen = 3;
+        s->send_iov[2].iov_base = (void *) more->addr;
+        s->send_iov[2].iov_len = more->len;
+        s->send_mh.msg_iovlen = 3;
     }
-    while (OPAL_UNLIKELY(sendmsg(ch->sock->fd, &mh, 0) < 0)) {
+    while (OPAL_UNLIKELY(sendmsg(s->fd, &s->send_mh, 0) < 0)) {
         if (send_error_passes(errno) && ++tries < UDP_SEND_TRIES) {
             continue;
         }
@@ -498,12 +514,11 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
         }
         usnic_verbose(20, "%s: %s: datagram to %s:%u/%u not sent (%s), left to the retransmit "
                       "timer", opal_process_info.nodename, ch->dev_name,
-                      inet_ntoa(to.sin_addr), (unsigned) (dest->qpn & 0xffff),
+                      inet_ntoa(to->sin_addr), (unsigned) (dest->qpn & 0xffff),
                       (unsigned) (dest->qpn >> UDP_CHAN_SHIFT), strerror(errno));
         break;
     }
     if (NULL != cookie) {
-        udp_sock_t *s = ch->sock;
         opal_btl_usnic_cqe_t *c;
 
         if (OPAL_UNLIKELY(s->count == s->size)) {
@@ -556,18 +571,28 @@ static void complete_recv(opal_btl_usnic_cqe_t *c, opal_btl_usnic_recv_seg_t *se
 }
 
 /* A datagram for channel t (which has a buffer posted) that came in a
- * landing buffer: copied into t's oldest buffer, which completes. */
-static void copy_out(opal_btl_usnic_hwchan_t *t, const opal_btl_usnic_recv_seg_t *from,
-                     uint32_t payload, uint16_t port, opal_btl_usnic_cqe_t *c)
+ * landing buffer: copied into t's oldest buffer, which completes (inline:
+ * every priority datagram).  One of at most UDP_SMALL_COPY bytes, as an
+ * 8 B message's, is copied as that many without a call when t's buffer
+ * holds them (the landing buffer, the largest, does too). */
+#define UDP_SMALL_COPY 64
+static inline __opal_attribute_always_inline__ void
+copy_out(opal_btl_usnic_hwchan_t *t, const opal_btl_usnic_recv_seg_t *from, uint32_t payload,
+         uint16_t port, opal_btl_usnic_cqe_t *c)
 {
     opal_btl_usnic_recv_seg_t *seg = rq_pop(t);
+    uint32_t room = seg->len - USNIC_GRH_LEN;
 
     memcpy(seg->buf + USNIC_GRH_IPV4_SRC_OFF, from->buf + USNIC_GRH_IPV4_SRC_OFF, 4);
-    if (OPAL_UNLIKELY(payload > seg->len - USNIC_GRH_LEN)) {
+    if (OPAL_UNLIKELY(payload > room)) {
         complete_recv(c, seg, payload, port, t->id, UDP_DROP_TRUNCATED);
         return;
     }
-    memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, payload);
+    if (OPAL_LIKELY(payload <= UDP_SMALL_COPY && room >= UDP_SMALL_COPY)) {
+        memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, UDP_SMALL_COPY);
+    } else {
+        memcpy(seg->buf + USNIC_GRH_LEN, from->buf + USNIC_GRH_LEN, payload);
+    }
     complete_recv(c, seg, payload, port, t->id, 0);
 }
 
@@ -603,35 +628,32 @@ static int release_held(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
     return n;
 }
 
-/* Up to max datagrams of the socket, into the landing channel's oldest
- * posted buffers (which stay posted until a datagram of that channel took
- * them); the completions made. */
-static int recv_batch(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
+/* Point slots prepared..k-1 at the landing buffers after those already
+ * prepared (out of line: a poll that finds nothing seldom needs it). */
+static __opal_attribute_noinline__ void prepare_slots(udp_sock_t *s, int k)
 {
-    opal_btl_usnic_hwchan_t *land = s->land;
-    opal_btl_usnic_recv_seg_t *segs[UDP_RECV_BATCH], *seg = land->rq_head, *rest;
-    opal_btl_usnic_recv_seg_t *kept = NULL, **kept_tail = &kept;
-    int k = max < s->batch ? max : s->batch, got, n = 0, taken = 0;
+    opal_btl_usnic_recv_seg_t *seg = 0 == s->prepared ? s->land->rq_head
+                                                      : s->slot_seg[s->prepared - 1]->next;
 
-    if (k > land->rq_count) {
-        k = land->rq_count;
-    }
-    for (int i = 0; i < k; ++i, seg = seg->next) {
-        segs[i] = seg;
+    for (int i = s->prepared; i < k; ++i, seg = seg->next) {
+        s->slot_seg[i] = seg;
         s->iov[i].iov_base = seg->buf + UDP_PREFIX_OFF;
         s->iov[i].iov_len = seg->len - UDP_PREFIX_OFF;
         s->mm[i].msg_hdr.msg_namelen = sizeof(s->from[i]);
     }
-    got = 0 == k ? 0 : recvmmsg(s->fd, s->mm, (unsigned) k, MSG_DONTWAIT, NULL);
-    if (OPAL_UNLIKELY(got <= 0)) {
-        int err = errno;
-        s->batch = UDP_RECV_MIN;
-        if (0 == got || EAGAIN == err || EWOULDBLOCK == err || EINTR == err) {
-            return 0;
-        }
-        show_failed(land->dev_name, "recvmmsg", err);
-        return -1;
-    }
+    s->prepared = k;
+}
+
+/* The got datagrams recvmmsg put in the prepared slots, into completions
+ * (out of line: a poll that finds nothing needs no room for it). */
+static __opal_attribute_noinline__ int take_batch(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe,
+                                                  int got)
+{
+    opal_btl_usnic_hwchan_t *land = s->land;
+    opal_btl_usnic_recv_seg_t **segs = s->slot_seg, *seg, *rest;
+    opal_btl_usnic_recv_seg_t *kept = NULL, **kept_tail = &kept;
+    int n = 0, taken = 0;
+
     s->batch = 2 * got < UDP_RECV_MIN ? UDP_RECV_MIN
                : 2 * got > UDP_RECV_BATCH ? UDP_RECV_BATCH : 2 * got;
     rest = segs[got - 1]->next;
@@ -643,6 +665,7 @@ static int recv_batch(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
         int drop = 0;
 
         seg = segs[i];
+        s->mm[i].msg_hdr.msg_namelen = sizeof(s->from[i]);
         memcpy(&qkey, seg->buf + UDP_PREFIX_OFF, sizeof(qkey));
         /* Dropped as a queue pair drops them, but counted (receive errors). */
         if (OPAL_UNLIKELY(bytes < UDP_PREFIX_LEN || qkey != s->qkey)) {
@@ -684,6 +707,54 @@ static int recv_batch(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe, int max)
     }
     land->rq_head = kept;
     land->rq_count -= taken;
+    /* Buffers taken: the slots are set up again.  (None taken, all copied
+     * out: the queue is as it was.) */
+    if (0 != taken) {
+        s->prepared = 0;
+    }
+    return n;
+}
+
+/* Up to max datagrams of the socket, into the landing channel's oldest
+ * posted buffers (which stay posted until a datagram of that channel took
+ * them); the completions made. */
+static inline __opal_attribute_always_inline__ int recv_batch(udp_sock_t *s,
+                                                              opal_btl_usnic_cqe_t *cqe, int max)
+{
+    int k = max < s->batch ? max : s->batch, got;
+
+    if (k > s->land->rq_count) {
+        k = s->land->rq_count;
+    }
+    if (OPAL_UNLIKELY(k > s->prepared)) {
+        prepare_slots(s, k);
+    }
+    got = 0 == k ? 0 : recvmmsg(s->fd, s->mm, (unsigned) k, MSG_DONTWAIT, NULL);
+    if (OPAL_LIKELY(got > 0)) {
+        return take_batch(s, cqe, got);
+    }
+    s->batch = UDP_RECV_MIN;
+    if (0 == got || EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno) {
+        return 0;
+    }
+    show_failed(s->land->dev_name, "recvmmsg", errno);
+    return -1;
+}
+
+/* The completions made before the poll: sends, then held datagrams whose
+ * channel has buffers again (out of line: most polls have none). */
+static __opal_attribute_noinline__ int poll_queued(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe,
+                                                   int max)
+{
+    int n = 0;
+
+    for (; n < max && s->count > 0; ++n, --s->count) {
+        cqe[n] = s->ring[s->head];
+        s->head = (s->head + 1) % s->size;
+    }
+    if (NULL != s->held_head) {
+        n += release_held(s, cqe + n, max - n);
+    }
     return n;
 }
 
@@ -692,21 +763,17 @@ static int udp_poll(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int 
     udp_sock_t *s = ch->sock;
     int n = 0, got;
 
-    for (; n < max && s->count > 0; ++n, --s->count) {
-        cqe[n] = s->ring[s->head];
-        s->head = (s->head + 1) % s->size;
-    }
-    if (OPAL_UNLIKELY(NULL != s->held_head)) {
-        n += release_held(s, cqe + n, max - n);
-    }
-    if (n < max) {
-        got = recv_batch(s, cqe + n, max - n);
-        if (OPAL_UNLIKELY(got < 0)) {
-            return -1;
+    if (OPAL_UNLIKELY(s->count > 0 || NULL != s->held_head)) {
+        n = poll_queued(s, cqe, max);
+        if (n >= max) {
+            return n;
         }
-        n += got;
     }
-    return n;
+    got = recv_batch(s, cqe + n, max - n);
+    if (OPAL_UNLIKELY(got < 0)) {
+        return -1;
+    }
+    return n + got;
 }
 
 static const char *udp_status_str(int code)

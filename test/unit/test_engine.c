@@ -1196,6 +1196,48 @@ USNIC_TEST(engine_timer_deadline_at_next_pass)
     return 0;
 }
 
+/* A pass after the timer of the only endpoint listed was pushed back sets
+ * its deadline without walking the timers: the module's earliest deadline
+ * stays the old one, whose walk then finds the new deadline and expires
+ * nothing. */
+USNIC_TEST(engine_timer_pushed_back_without_walk)
+{
+    world_t *w = world_new(1, 2);
+    opal_btl_usnic_module_t *m;
+    opal_btl_usnic_endpoint_t *ep;
+    double t0, rto, first;
+
+    check(NULL != w);
+    m = &w->mods[SIDE_A];
+    ep = w->ep[SIDE_A];
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 100, SEND_ALLOC));
+    check(ep->timer_running && ep->rto_restart);
+    world_run_as(w, SIDE_A);
+    t0 = opal_btl_usnic_now_us();
+    rto = ep->rto.rto_us;
+    /* the first check walks (no deadline yet) */
+    check_int_eq(opal_btl_usnic_timers_pass(m, t0, false), 0);
+    first = ep->rto_deadline_us;
+    check(first == t0 + rto && m->timer_due_us == first);
+    /* pushed back, as an ACK that moved the window does */
+    opal_btl_usnic_timer_restart(ep);
+    check_int_eq(opal_btl_usnic_timers_pass(m, t0 + rto / 4, false), 0);
+    check(!m->timer_restarted && !ep->rto_restart);
+    check(ep->rto_deadline_us == t0 + rto / 4 + rto);
+    check(m->timer_due_us == first);
+    check_int_eq(opal_btl_usnic_timers_pass(m, t0 + rto / 2, false), 0);
+    check_int_eq(opal_btl_usnic_timers_pass(m, t0 + rto * 3 / 4, false), 0);
+    check_int_eq(opal_btl_usnic_timers_pass(m, first + 1, false), 0);
+    check(m->timer_due_us == ep->rto_deadline_us);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* sequence numbers and the window                                     */
 
