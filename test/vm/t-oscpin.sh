@@ -14,8 +14,9 @@
 # Before GET data's device registration covered only what a GET reads, usnic registered every
 # region osc/rdma registered for GETs, whole, with the device when the window was created:
 # rdma_rxe pins, and so faults in, every page of a registration. MPICH's putfence1 grew a rank
-# by about 25 MB/s until the guest's OOM killer ended it at 1 GB (VmPin 1054388 kB); this
-# test's ranks went to more than OSCPIN_WIN_MB MiB.
+# by about 25 MB/s until the guest's OOM killer ended it at 1 GB (VmPin 1054388 kB). This
+# test on that code (4c0d8c5): peak RSS 535-538 MiB in every mode at 1 per host; at 2 per host
+# the OOM killer ended the job (mpirun exit code 137).
 # In the native world (UDP mode) nothing is registered with a device: the test is for the VM.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
