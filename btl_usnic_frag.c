@@ -76,7 +76,7 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
     frag->segs_posted = 0;
     frag->cb_deferred = false;
     frag->src_listed = false;
-    frag->zc_reg = NULL;
+    frag->zc_mr = NULL;
     frag->zcopy = false;
     OBJ_CONSTRUCT(&frag->queue_li, opal_list_item_t);
     OBJ_CONSTRUCT(&frag->src_li, opal_list_item_t);
@@ -169,7 +169,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_module_t *m
         frag->sent_offset = 0;
         frag->pack_buf = NULL;
         frag->src_listed = false;
-        frag->zc_reg = NULL;
+        frag->zc_mr = NULL;
         frag->zcopy = false;
         frag->lazy = false;
         frag->carry_len = 0;
@@ -199,7 +199,7 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
             opal_list_remove_item(&module->get_sources, &frag->src_li);
             frag->src_listed = false;
         }
-        if (NULL != frag->zc_reg) {
+        if (NULL != frag->zc_mr) {
             opal_btl_usnic_rdma_zcopy_release(module, frag);
         }
         free(frag->pack_buf);

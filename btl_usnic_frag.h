@@ -123,10 +123,11 @@ typedef struct opal_btl_usnic_send_frag_t {
      * module's get_sources list until returned (see btl_usnic_rdma.c) */
     opal_list_item_t src_li;
     bool src_listed;
-    /* the device registration (in the module's rcache) of just the memory
-     * this GET reads: chunks of this frag send their data from it (zcopy),
-     * and the frag holds it until its chunks are done */
-    struct mca_rcache_base_registration_t *zc_reg;
+    /* the device registration of just the memory this GET reads: chunks of
+     * this frag send their data from it (zcopy), and it lives until the
+     * frag's chunks are done (past a deregistration of the memory, and its
+     * free: the registration keeps the pages the device may still read) */
+    opal_btl_usnic_mr_t *zc_mr;
     uint32_t zc_lkey;
     bool zcopy;
     bool lazy;                          /* pack from conv while chunking */

@@ -139,14 +139,12 @@ static int reg_mem(void *reg_data, void *base, size_t size, mca_rcache_base_regi
 {
     opal_btl_usnic_module_t *module = reg_data;
     opal_btl_usnic_reg_t *ureg = (opal_btl_usnic_reg_t *) reg;
-    bool writable = 0 != (reg->access_flags & MCA_RCACHE_ACCESS_LOCAL_WRITE);
-    int err = module->ops->reg_mem(module->pd, base, size, writable, &ureg->mr, &ureg->lkey);
+    int err = module->ops->reg_mem(module->pd, base, size, true, &ureg->mr, &ureg->lkey);
 
     if (0 != err) {
         ureg->mr = NULL;
-        /* The component goes on with the buffers it has: say so once.
-         * (Read-only: the data of a GET, which is then copied.) */
-        if (writable && !module->reg_failure_shown) {
+        /* The component goes on with the buffers it has: say so once. */
+        if (!module->reg_failure_shown) {
             struct rlimit rl;
             char limit[32] = "unlimited";
             if (0 == getrlimit(RLIMIT_MEMLOCK, &rl) && RLIM_INFINITY != rl.rlim_cur) {

@@ -18,10 +18,9 @@
  * A GET larger than a datagram is answered with its data alone, chunked
  * straight from the target's memory and reassembled straight into the
  * initiator's buffer (usnic_is_get_data).  Where the device can register
- * the span the GET reads (through the module's rcache, when the GET is
- * served: never a whole region at btl_register_mem, whose pages a device
- * would have to pin, all of them, however little of an osc window is ever
- * read), a chunk is a header from its own buffer and the data read by the
+ * the span the GET reads (when the GET is served: never a whole region at
+ * btl_register_mem, whose pages a device would have to pin, all of them,
+ * however little of an osc window is ever read), a chunk is a header from its own buffer and the data read by the
  * device from where it lies (zero copy); else the data is copied into the
  * chunk.  ob1 and osc keep
  * the target memory registered until the GET is complete; if it is
@@ -509,8 +508,8 @@ void opal_btl_usnic_rdma_flush_endpoint(opal_btl_usnic_endpoint_t *ep)
 void opal_btl_usnic_rdma_zcopy_release(opal_btl_usnic_module_t *module,
                                        opal_btl_usnic_send_frag_t *frag)
 {
-    module->rcache->rcache_deregister(module->rcache, frag->zc_reg);
-    frag->zc_reg = NULL;
+    module->ops->dereg_mem(frag->zc_mr);
+    frag->zc_mr = NULL;
     frag->zcopy = false;
 }
 
@@ -533,25 +532,26 @@ static void zcopy_take_copies(opal_btl_usnic_send_frag_t *frag)
 
 /* The device registration of the n bytes at addr that a GET of region t
  * reads, for its data to be sent from where it lies; NULL if zero copy is
- * off, the GET too short, or the device refused (counted: copied). */
-static mca_rcache_base_registration_t *zcopy_reg(opal_btl_usnic_module_t *module,
-                                                 const opal_btl_usnic_put_target_t *t,
-                                                 uint64_t addr, uint32_t n)
+ * off, the GET too short, or the device refused (counted: copied).  Not
+ * through the rcache: the frag may outlive the memory's deregistration and
+ * free (a lost ACK after ob1's FIN), which the rcache's memory hooks would
+ * take for a buffer freed while in use. */
+static opal_btl_usnic_mr_t *zcopy_reg(opal_btl_usnic_module_t *module,
+                                      const opal_btl_usnic_put_target_t *t, uint64_t addr,
+                                      uint32_t n, uint32_t *lkey)
 {
-    mca_rcache_base_registration_t *reg = NULL;
+    opal_btl_usnic_mr_t *mr = NULL;
 
     if (UINT32_MAX == module->zcopy_min || n < module->zcopy_min ||
         !(t->flags & MCA_BTL_REG_FLAG_REMOTE_READ)) {
         return NULL;
     }
     /* (read-only: the data may be const) */
-    if (OPAL_SUCCESS != module->rcache->rcache_register(module->rcache, (void *) (uintptr_t) addr,
-                                                        n, 0, MCA_RCACHE_ACCESS_REMOTE_READ,
-                                                        &reg)) {
+    if (0 != module->ops->reg_mem(module->pd, (void *) (uintptr_t) addr, n, false, &mr, lkey)) {
         ++module->stats.num_zcopy_unregistered;
         return NULL;
     }
-    return reg;
+    return mr;
 }
 
 /* The answer to a GET of more than a datagram from t: its data, read from
@@ -565,11 +565,8 @@ static bool serve_get_data(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
     if (OPAL_UNLIKELY(NULL == frag)) {
         return false;
     }
-    frag->zc_reg = zcopy_reg(module, t, m->addr, m->len);
-    if (NULL != frag->zc_reg) {
-        frag->zc_lkey = ((opal_btl_usnic_reg_t *) frag->zc_reg)->lkey;
-        frag->zcopy = true;
-    }
+    frag->zc_mr = zcopy_reg(module, t, m->addr, m->len, &frag->zc_lkey);
+    frag->zcopy = NULL != frag->zc_mr;
     frag->segs[1].seg_addr.pval = (void *) (uintptr_t) m->addr;
     frag->segs[1].seg_len = m->len;
     frag->base.des_segment_count = 2;

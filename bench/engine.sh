@@ -44,8 +44,8 @@ done
 # --toggle-collect=usnic_sendi when usnic_send and another name come after it.
 counted=('usnic_send*' usnic_prepare_src opal_btl_usnic_get usnic_put
          opal_btl_usnic_module_progress)
-excluded=(fake_poll fake_post_send fake_post_recv pml_recv pml_send_done pml_get_done
-          pml_put_done)
+excluded=(fake_poll fake_post_send fake_post_recv fake_reg_mem fake_dereg_mem pml_recv
+          pml_send_done pml_get_done pml_put_done)
 phases=(ping idle wait chunk get put)
 for n in 1 100 1000 10000; do phases+=("scale-$n" "scale-$n-idle"); done
 
@@ -161,7 +161,7 @@ byobj() {
     echo
     echo "Counted: everything executed inside \`btl_sendi\`, \`btl_prepare_src\`, \`btl_send\`,"
     echo "\`btl_get\`, \`btl_put\` and \`opal_btl_usnic_module_progress\`, including libc, opal and libevent. Not counted: the"
-    echo "fake device's operations (\`fake_post_send\`, \`fake_post_recv\`, \`fake_poll\`) and the"
+    echo "fake device's operations (\`fake_post_send\`, \`fake_post_recv\`, \`fake_poll\`, and the registration of a GET's data, \`fake_reg_mem\`, \`fake_dereg_mem\`) and the"
     echo "network that carries datagrams between the modules, which stand in for the verbs glue"
     echo "and the NIC (the component's books above the device table are counted); the test PML's"
     echo "callbacks (\`pml_recv\`, \`pml_send_done\`, \`pml_get_done\`, \`pml_put_done\`); and the PML's own work around the calls"

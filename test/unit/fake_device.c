@@ -447,6 +447,9 @@ static int fake_reg_mem(opal_btl_usnic_pd_t *pd, void *base, size_t len, bool wr
     ++fake_dev.mrs_live;
     if (!writable) {
         fake_dev.readonly_bytes_live += len;
+        if (fake_dev.readonly_bytes_live > fake_dev.readonly_bytes_max) {
+            fake_dev.readonly_bytes_max = fake_dev.readonly_bytes_live;
+        }
     }
     ++fake_dev.regs;
     *mr = m;

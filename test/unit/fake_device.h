@@ -70,6 +70,7 @@ typedef struct {
     uint64_t regs;                      /* reg_mem calls that succeeded */
     int mrs_live;                       /* registrations not yet released */
     size_t readonly_bytes_live;         /* bytes of those that are read-only */
+    size_t readonly_bytes_max;          /* the most of those ever live at once */
     /* releases of a registration a send not yet completed may still read
      * (hold_send_completions), and of one not live */
     uint64_t busy_deregs;
