@@ -178,6 +178,22 @@ static inline void opal_btl_usnic_frag_reset(opal_btl_usnic_send_frag_t *frag,
     frag->base.order = order;
 }
 
+/* What a sendi frag needs of frag_reset: the PML never sees its
+ * descriptor, so it is done for the PML from the start (local_done: no
+ * callback, which is all that reads des_cbfunc and its arguments), and
+ * nothing reads its order, put_cb (only with a put_addr) or segs[0]. */
+static inline void opal_btl_usnic_frag_reset_sendi(opal_btl_usnic_send_frag_t *frag,
+                                                   struct mca_btl_base_endpoint_t *endpoint,
+                                                   size_t size, uint32_t des_flags, uint8_t tag)
+{
+    frag->endpoint = endpoint;
+    frag->put_addr = 0;
+    frag->size = size;
+    frag->local_done = true;
+    frag->base.des_flags = des_flags;
+    frag->tag = tag;
+}
+
 /* Take a send table for the peer when it holds none (nothing was in
  * flight); without one nothing can go to that peer, which is fatal. */
 int opal_btl_usnic_frag_tx_setup(struct opal_btl_usnic_module_t *module,
