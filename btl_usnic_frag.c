@@ -210,6 +210,6 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
         }
         opal_free_list_return(&module->large_send_frags, &frag->base.super);
     } else {
-        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
     }
 }

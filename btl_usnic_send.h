@@ -188,7 +188,7 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
         --ep->prio_inflight;
     }
     if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
-        opal_free_list_return(&module->chunk_segs,
+        opal_btl_usnic_fl_return(&module->chunk_segs,
                               &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
     }
     /* A large frag still being chunked is not done even if all of its
@@ -201,7 +201,7 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
     } else if (0 == frag->put_addr && !frag->cb_deferred && 0 == frag->segs_posted &&
                (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
         /* The usual end of a small send, as frag_return_if_done would do it. */
-        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
         return;
     }
     if (0 != frag->put_addr) {
