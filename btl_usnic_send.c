@@ -194,7 +194,6 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     chunk->seg.frag = frag;
     chunk->seg.len = sizeof(*ch) + ref_len + len;
     ch = (usnic_btl_chunk_header_t *) chunk->seg.hdr;
-    ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
     ch->hdr.payload_len = (uint16_t) len;
     ch->hdr.tag = frag->tag;
     ch->hdr.put_addr = frag->put_addr;

@@ -59,7 +59,7 @@ uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
                                    uint32_t inflight);
 
 /* First transmission of a segment whose caller filled in what it carries
- * (type, length, tag, PUT address) in hdr (seg->hdr, which the caller's
+ * (length, tag, PUT address; sender and type are the buffer's) in hdr (seg->hdr, which the caller's
  * stores through it would make the compiler load again): give it the next
  * sequence number, record it in the window, piggy-back an owed ACK, post,
  * arm the timer (inlined: every send). */
@@ -81,7 +81,6 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     inflight = usnic_tx_window_inflight(&ep->tx);
 
     seg->seq = seq;
-    hdr->sender = usnic_component.my_hashed_name;
     hdr->pkt_seq = seq;
     /* what the receiver tells a loss from a segment late through the
      * other channel by */
@@ -120,7 +119,6 @@ opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_e
 
     frag->seg.len = sizeof(*hdr) + size;
     frag->segs_unacked = 1;
-    hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
     hdr->payload_len = (uint16_t) size;
     hdr->tag = tag;
     hdr->put_addr = put_addr;
