@@ -83,6 +83,7 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
     frag->segs_unacked = 0;
     frag->segs_posted = 0;
     frag->cb_deferred = false;
+    frag->sendi = false;
     frag->src_listed = false;
     frag->zc_reg = NULL;
     frag->zcopy = false;

@@ -317,7 +317,7 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
     if (USNIC_SEG_CHUNK == seg->base.type) {
         if (!seg->ack_pending && 0 == seg->posted) {
             opal_btl_usnic_fl_return(&module->chunk_segs,
-                                  &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+                                     &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
         }
     }
     opal_btl_usnic_frag_return_if_done(module, frag);

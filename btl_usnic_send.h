@@ -187,11 +187,19 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
     }
     if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
         opal_btl_usnic_fl_return(&module->chunk_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+                                 &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
     }
     /* A large frag still being chunked is not done even if all of its
      * chunks so far are acknowledged. */
     if (0 != --frag->segs_unacked || frag->queued) {
+        return;
+    }
+    if (frag->sendi) {
+        /* The usual end of a small send (frag_reset_sendi), as
+         * frag_return_if_done would do it. */
+        if (0 == frag->segs_posted) {
+            opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
+        }
         return;
     }
     if (USNIC_FRAG_LARGE == frag->type) {
