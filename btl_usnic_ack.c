@@ -83,13 +83,13 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         item->seg.len = sizeof(*hdr);
         if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
                                                       USNIC_PRIORITY_CHANNEL)) {
-            opal_free_list_return(&module->ack_segs, &item->super);
+            opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
             opal_btl_usnic_module_fatal(module, NULL);
             return;
         }
         ++module->stats.num_ack_sends;
         if (0 == item->seg.posted) {
-            opal_free_list_return(&module->ack_segs, &item->super);
+            opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
         }
         opal_btl_usnic_ack_done(ep);
     }

@@ -594,18 +594,14 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     /* (after the copies, which might alias the frag for the compiler: the
      * send path then knows these fields without loading them again) */
     total = header_size + size;
-    opal_btl_usnic_frag_reset(frag, endpoint, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP,
-                              order);
-    frag->tag = tag;
-    frag->segs[0].seg_len = total;
+    opal_btl_usnic_frag_reset_sendi(frag, endpoint, total,
+                                    flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, tag);
     if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
         /* Data is already packed: queue it rather than make the PML redo it. */
         opal_btl_usnic_enqueue_frag(endpoint, frag);
         opal_btl_usnic_progress_sends(module);
-    } else {
-        /* Nothing more to do: the ACK returns the frag. */
-        frag->local_done = true;
     }
+    /* (else nothing more to do: the ACK returns the frag) */
     return OPAL_SUCCESS;
 }
 

@@ -34,6 +34,14 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->base.type = type;
     seg->base.channel = USNIC_DATA_CHANNEL;
     seg->hdr = (usnic_btl_header_t *) item->ptr;
+    /* What a data buffer's header says the same in every datagram it sends
+     * is written once, here: the sender and the kind of datagram.  (An ACK
+     * item's header is written in full for each ACK: btl_usnic_ack.c.) */
+    if (USNIC_SEG_ACK != type) {
+        seg->hdr->sender = usnic_component.my_hashed_name;
+        seg->hdr->payload_type = USNIC_SEG_CHUNK == type ? USNIC_PAYLOAD_TYPE_CHUNK
+                                                         : USNIC_PAYLOAD_TYPE_FRAG;
+    }
     seg->payload = (uint8_t *) item->ptr + hdr_len;
     seg->lkey = usnic_item_lkey(item);
     seg->zc.addr = NULL;
@@ -75,6 +83,7 @@ static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
     frag->segs_unacked = 0;
     frag->segs_posted = 0;
     frag->cb_deferred = false;
+    frag->sendi = false;
     frag->src_listed = false;
     frag->zc_mr = NULL;
     frag->zcopy = false;
@@ -210,6 +219,6 @@ void opal_btl_usnic_frag_return_if_done(opal_btl_usnic_module_t *module,
         }
         opal_free_list_return(&module->large_send_frags, &frag->base.super);
     } else {
-        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
     }
 }

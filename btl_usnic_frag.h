@@ -102,6 +102,7 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint32_t segs_posted;               /* segments still owned by the device */
     bool local_done;                    /* data copied out of user memory; PML told */
     bool cb_deferred;                   /* PML-owned: its callback waits for the ACKs */
+    bool sendi;                         /* sendi's: BTL-owned, no PUT, no PML callback */
 
     /* a chunked PUT: the target's registration, in every chunk */
     usnic_reg_ref_t put_ref;
@@ -172,11 +173,31 @@ static inline void opal_btl_usnic_frag_reset(opal_btl_usnic_send_frag_t *frag,
     frag->put_cb = NULL;
     frag->size = size;
     frag->local_done = false;
+    frag->sendi = false;
     frag->base.des_flags = des_flags;
     frag->base.des_cbfunc = NULL;
     frag->base.des_cbdata = NULL;
     frag->base.des_context = NULL;
     frag->base.order = order;
+}
+
+/* What a sendi frag needs of frag_reset: the PML never sees its
+ * descriptor, so it is done for the PML from the start (local_done: no
+ * callback, which is all that reads des_cbfunc and its arguments; nor a
+ * deferred one), and nothing reads its order, put_cb (only with a
+ * put_addr) or segs[0].  Its ACK returns it at once if it is off the
+ * device (opal_btl_usnic_seg_acked). */
+static inline void opal_btl_usnic_frag_reset_sendi(opal_btl_usnic_send_frag_t *frag,
+                                                   struct mca_btl_base_endpoint_t *endpoint,
+                                                   size_t size, uint32_t des_flags, uint8_t tag)
+{
+    frag->endpoint = endpoint;
+    frag->put_addr = 0;
+    frag->size = size;
+    frag->local_done = true;
+    frag->sendi = true;
+    frag->base.des_flags = des_flags;
+    frag->tag = tag;
 }
 
 /* Take a send table for the peer when it holds none (nothing was in

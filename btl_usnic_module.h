@@ -227,19 +227,29 @@ opal_btl_usnic_lookup_sender(opal_btl_usnic_module_t *m, uint64_t id)
     return ep;
 }
 
-/* opal_free_list_get for the module's registered free lists.  Once a
- * registration failed, a list that comes up empty stops trying to grow:
- * every try costs an allocation and system calls, and frees come back
- * anyway as the peers ACK. */
+/* opal_free_list_get for the module's registered free lists (small
+ * frags, chunks, ACK items).  Single-threaded versions: with threads, the
+ * component lock already serializes every use of these lists
+ * (btl_usnic_thread.c), so the list's own atomics and the check for
+ * threads on every get and return would buy nothing.  Once a registration
+ * failed, a list that comes up empty stops trying to grow: every try costs
+ * an allocation and system calls, and frees come back anyway as the peers
+ * ACK. */
 static inline opal_free_list_item_t *opal_btl_usnic_fl_get(opal_btl_usnic_module_t *m,
                                                            opal_free_list_t *fl)
 {
-    opal_free_list_item_t *item = opal_free_list_get(fl);
+    opal_free_list_item_t *item = opal_free_list_get_st(fl);
 
     if (OPAL_UNLIKELY(NULL == item) && m->reg_failure_shown) {
         fl->fl_max_to_alloc = fl->fl_num_allocated;
     }
     return item;
+}
+
+/* The return to one of those lists. */
+static inline void opal_btl_usnic_fl_return(opal_free_list_t *fl, opal_free_list_item_t *item)
+{
+    opal_free_list_return_st(fl, item);
 }
 
 /* The most send frags a module hands out: beyond that the PML keeps its

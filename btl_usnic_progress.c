@@ -39,8 +39,8 @@ static __opal_attribute_noinline__ void send_seg_done(opal_btl_usnic_module_t *m
     if (USNIC_SEG_ACK == base->type) {
         module->channels[base->channel].sd_wqe += seg->wqes;
         --seg->posted;
-        opal_free_list_return(&module->ack_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
+        opal_btl_usnic_fl_return(&module->ack_segs,
+                                 &usnic_container_of(seg, opal_btl_usnic_ack_item_t, seg)->super);
     } else {
         opal_btl_usnic_send_complete(module, seg, base->channel);
     }

@@ -361,7 +361,7 @@ static int start(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
     }
     idx = opal_pointer_array_add(&module->rdma_ops, op);
     if (OPAL_UNLIKELY(idx < 0)) {
-        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
         opal_free_list_return(&module->rdma_op_fl, &op->super);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

@@ -194,7 +194,6 @@ static chunk_result_t send_next_chunk(opal_btl_usnic_module_t *module,
     chunk->seg.frag = frag;
     chunk->seg.len = sizeof(*ch) + ref_len + len;
     ch = (usnic_btl_chunk_header_t *) chunk->seg.hdr;
-    ch->hdr.payload_type = USNIC_PAYLOAD_TYPE_CHUNK;
     ch->hdr.payload_len = (uint16_t) len;
     ch->hdr.tag = frag->tag;
     ch->hdr.put_addr = frag->put_addr;
@@ -317,8 +316,8 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
     ++ep->send_credits;
     if (USNIC_SEG_CHUNK == seg->base.type) {
         if (!seg->ack_pending && 0 == seg->posted) {
-            opal_free_list_return(&module->chunk_segs,
-                                  &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+            opal_btl_usnic_fl_return(&module->chunk_segs,
+                                     &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
         }
     }
     opal_btl_usnic_frag_return_if_done(module, frag);

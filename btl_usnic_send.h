@@ -59,7 +59,7 @@ uint8_t opal_btl_usnic_window_full(opal_btl_usnic_module_t *module,
                                    uint32_t inflight);
 
 /* First transmission of a segment whose caller filled in what it carries
- * (type, length, tag, PUT address) in hdr (seg->hdr, which the caller's
+ * (length, tag, PUT address; sender and type are the buffer's) in hdr (seg->hdr, which the caller's
  * stores through it would make the compiler load again): give it the next
  * sequence number, record it in the window, piggy-back an owed ACK, post,
  * arm the timer (inlined: every send). */
@@ -81,7 +81,6 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     inflight = usnic_tx_window_inflight(&ep->tx);
 
     seg->seq = seq;
-    hdr->sender = usnic_component.my_hashed_name;
     hdr->pkt_seq = seq;
     /* what the receiver tells a loss from a segment late through the
      * other channel by */
@@ -120,7 +119,6 @@ opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_e
 
     frag->seg.len = sizeof(*hdr) + size;
     frag->segs_unacked = 1;
-    hdr->payload_type = USNIC_PAYLOAD_TYPE_FRAG;
     hdr->payload_len = (uint16_t) size;
     hdr->tag = tag;
     hdr->put_addr = put_addr;
@@ -188,12 +186,20 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
         --ep->prio_inflight;
     }
     if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
-        opal_free_list_return(&module->chunk_segs,
-                              &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+        opal_btl_usnic_fl_return(&module->chunk_segs,
+                                 &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
     }
     /* A large frag still being chunked is not done even if all of its
      * chunks so far are acknowledged. */
     if (0 != --frag->segs_unacked || frag->queued) {
+        return;
+    }
+    if (frag->sendi) {
+        /* The usual end of a small send (frag_reset_sendi), as
+         * frag_return_if_done would do it. */
+        if (0 == frag->segs_posted) {
+            opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
+        }
         return;
     }
     if (USNIC_FRAG_LARGE == frag->type) {
@@ -201,7 +207,7 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
     } else if (0 == frag->put_addr && !frag->cb_deferred && 0 == frag->segs_posted &&
                (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP)) {
         /* The usual end of a small send, as frag_return_if_done would do it. */
-        opal_free_list_return(&module->small_send_frags, &frag->base.super);
+        opal_btl_usnic_fl_return(&module->small_send_frags, &frag->base.super);
         return;
     }
     if (0 != frag->put_addr) {

@@ -104,7 +104,9 @@ static int module_build(world_t *w, int s, uint16_t isn, bool ipv6)
     if (NULL == m->dev) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    /* Each side is a process of its own, with its own locked memory. */
+    /* Each side is a process of its own, with its own locked memory and
+     * name (written into its send buffers as they are made). */
+    world_run_as(w, s);
     usnic_component.locked_planned = 0;
     rc = opal_btl_usnic_module_init(m);
     if (OPAL_SUCCESS != rc) {

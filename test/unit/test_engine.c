@@ -2992,6 +2992,41 @@ USNIC_TEST(engine_silent_inline_sends)
     return 0;
 }
 
+/* A sendi's frag goes back to its free list when its ACK comes, unless the
+ * device still holds its datagram (a send that asked for a completion):
+ * then the completion returns it, once.  The ACKs come in while A's send
+ * completions are held back: exactly the frag of the signalled send stays
+ * out until they are released. */
+USNIC_TEST(engine_sendi_frag_waits_for_its_completion)
+{
+    world_t *w = world_new(60, 61);
+    opal_btl_usnic_channel_t *prio;
+    opal_free_list_t *fl;
+    size_t free0;
+
+    check(NULL != w);
+    prio = &w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL];
+    fl = &w->mods[SIDE_A].small_send_frags;
+    free0 = world_free_count(fl);
+    fake_dev.hold_send_completions = true;
+    for (int i = 0; i < prio->signal_every; ++i) {
+        check(NULL != world_send(w, SIDE_A, 8, SEND_SENDI));
+    }
+    check_int_eq(fake_held_count(), 1);
+    /* (not quiet: a send-queue slot is out with the held completion) */
+    check_int_eq(world_run(w, 5000, false), WORLD_STALLED);
+    check_ok(world_verify(w, SIDE_B, false));
+    check_int_eq(usnic_tx_window_inflight(&w->ep[SIDE_A]->tx), 0);
+    check_int_eq(world_free_count(fl), free0 - 1);
+    fake_dev.hold_send_completions = false;
+    fake_release_send_completions(USNIC_CQE_OK);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_int_eq(world_free_count(fl), free0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
 /* A send posted without asking for a completion gets none: a device whose
  * queue pairs complete every send (sq_sig_all, fixed in de9d68f) hands the
  * component completions without a segment, which it can only count as
