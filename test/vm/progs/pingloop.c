@@ -11,7 +11,7 @@
  * Rank 0 prints a line every 2 s and, at the end, its longest round trip: how long the traffic
  * stood still.
  *
- * Usage: pingloop [SECONDS]   (default 20)
+ * Usage: pingloop [SECONDS [MAXSIZE]]   (default 20 s; only the ping sizes up to MAXSIZE)
  */
 #include "common.h"
 
@@ -28,10 +28,19 @@ int main(int argc, char **argv)
     int partner, pair;
     bool lower;
     long it = 0;
+    size_t nsizes = NPING;
     char ctx[200];
 
     dp_init("pingloop", &argc, &argv);
     secs = argc > 1 ? atof(argv[1]) : 20.0;
+    if (argc > 2) {
+        for (nsizes = 0; nsizes < NPING && ping_sizes[nsizes] <= (size_t) atol(argv[2]);) {
+            ++nsizes;
+        }
+        if (0 == nsizes) {
+            dp_fail("no ping size up to %s bytes", argv[2]);
+        }
+    }
     partner = dp_cross_partner(&lower);
     pair = lower ? dp_rank : partner;
     sbuf = dp_malloc(MAXPING);
@@ -39,7 +48,7 @@ int main(int argc, char **argv)
     t0 = tlast = dp_now();
 
     for (;; ++it) {
-        size_t size = ping_sizes[it % NPING];
+        size_t size = ping_sizes[it % nsizes];
         uint64_t s0 = dp_seed(80, size, it, pair), sT = dp_seed(81, size, it, pair);
         uint8_t poison = (uint8_t)(0x6b ^ it);
         MPI_Status st;
