@@ -11,7 +11,7 @@
 # CI's run is long enough that one step is far below the bound (1200 rounds, K = 32: 92160
 # such messages per rank after the warm-up, about 5 s natively; 0.4-2.0 bytes per message
 # measured). With 300 rounds (23040 messages) one step of 650-870 KiB made 29-38 bytes per
-# message, and failed a CI run. A leak of 64 bytes per message usnic sends (a scratch build
+# message (likely what failed a CI run). A leak of 64 bytes per message usnic sends (a scratch build
 # that mallocs 64 bytes in usnic_send and usnic_sendi and never frees them) fails it: 53-55
 # bytes per message on every rank in 1200 rounds. The full soak (about 10^6 messages of
 # mixed sizes) is
