@@ -42,7 +42,8 @@
 # actual times.
 # Every step runs even after a failure. A step that prints its own "NAME: N passed, N failed"
 # line counts with those numbers, any other step as one test. Ends with the line
-# "N passed, N failed" and exits non-zero if anything failed.
+# "N passed, N failed" and exits non-zero if anything failed; before it, a failed step's
+# FAIL lines (its failed tests and their reasons), so that the end of the output names them.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every step whatever fails, counts the failures (docs/development.md, Scripts)
 cd "$(dirname "$0")/.." || exit 2
@@ -50,7 +51,7 @@ OUT=$(mktemp) || exit 2
 BG=$(mktemp -d) || exit 2
 declare -A bgpid=()
 trap 'for p in "${bgpid[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; rm -rf "$OUT" "$BG"' EXIT
-npass=0 nfail=0 table=()
+npass=0 nfail=0 table=() failed=()
 TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # seconds per step on an idle 2-core machine with warm caches, from the rehearsal of
 # bench/results/ci (deps: a fresh machine's packages, VM image and Debian 13 world take
@@ -97,6 +98,10 @@ step() {
     else p=0 f=1
     fi
     res=PASS; [ "$rc" = 0 ] && [ "$f" = 0 ] || res=FAIL
+    if [ "$res" = FAIL ]; then
+        mapfile -t -O "${#failed[@]}" failed < <(grep -aE '^FAIL' "$OUT" | head -n 40 |
+                                                 sed "s/^/$name: /")
+    fi
     npass=$((npass + p)) nfail=$((nfail + f))
     [ "$res" = PASS ] && took[$name]=$((SECONDS - t0))    # a failed step may have stopped early
     table+=("$(printf '%-8s %s %5ss  (expected %5ss; %s passed, %s failed)' "$name" "$res" \
@@ -156,5 +161,9 @@ echo "=== summary (step, result, time taken, expected)"
 printf '%s\n' "${table[@]}"
 for n in "${!took[@]}"; do est[$n]=${took[$n]}; done    # steps not run keep their old figure
 mkdir -p "$(dirname "$TIMES")" && for n in "${!est[@]}"; do echo "$n ${est[$n]}"; done > "$TIMES"
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "=== what failed (the FAIL lines of the failed steps; their logs: test/vm/logs, test/native/logs)"
+    printf '%s\n' "${failed[@]}"
+fi
 echo "$npass passed, $nfail failed"
 [ "$nfail" = 0 ]
