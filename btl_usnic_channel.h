@@ -55,8 +55,8 @@ static inline int opal_btl_usnic_channel_post(opal_btl_usnic_module_t *module,
      * compiler) */
     usnic_btl_header_t *hdr = seg->hdr;
     uint32_t len = seg->len, lkey = seg->lkey;
-    /* (data sent from where it lies is longer than max_inline: the send
-     * asks for a completion, the device's reads of it end there) */
+    /* (data sent from where it lies is either read at post time, inline, or
+     * asks for a completion: the device's reads of it end there) */
     bool signalled = opal_btl_usnic_channel_want_completion(chan, seg);
     const opal_btl_usnic_sge_t *more = NULL;
     int rc;

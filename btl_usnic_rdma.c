@@ -96,13 +96,13 @@ void opal_btl_usnic_rdma_init(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->rdma_deferred, opal_list_t);
     OBJ_CONSTRUCT(&module->rdma_local_done, opal_list_t);
     OBJ_CONSTRUCT(&module->get_sources, opal_list_t);
-    /* (a chunk that long is never sent inline: its send asks for a completion,
-     * which tells when the device has read the memory) */
+    /* (a chunk sent inline is read from where it lies when it is posted: the
+     * UDP device's kernel copy, every send; a longer one asks for a
+     * completion, which tells when the device has read the memory) */
     module->zcopy_min = UINT32_MAX;
     if (usnic_component.zero_copy &&
         module->channels[USNIC_DATA_CHANNEL].max_send_sge >= 2) {
-        uint32_t past_inline = module->channels[USNIC_DATA_CHANNEL].max_inline + 1;
-        module->zcopy_min = past_inline > USNIC_ZCOPY_MIN ? past_inline : USNIC_ZCOPY_MIN;
+        module->zcopy_min = USNIC_ZCOPY_MIN;
     }
     module->rdma_serial = 0;
     module->rdma_refused_shown = false;

@@ -146,6 +146,7 @@ struct opal_btl_usnic_hwchan {
     opal_btl_usnic_dev_t *dev;
     uint32_t qpn;
     uint32_t mtu;
+    uint32_t max_inline;            /* sends up to this long are copied at the post */
     int sq_max;                     /* send queue depth */
     int sq_used;                    /* sends holding a slot until their completion is polled */
     int unsignalled;                /* sends since the last that asked for a completion */
@@ -191,6 +192,7 @@ void fake_device_reset(void)
     }
     memset(&fake_dev, 0, sizeof(fake_dev));
     fake_dev.one_sge = fake_dev_next.one_sge;
+    fake_dev.inline_mtu = fake_dev_next.inline_mtu;
     memset(&fake_dev_next, 0, sizeof(fake_dev_next));
 }
 
@@ -511,7 +513,8 @@ static int fake_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     info->qp_num = q->qpn;
     info->sd_num = req->sd_num;
     info->rd_num = req->rd_num;
-    info->max_inline = FAKE_MAX_INLINE;
+    q->max_inline = fake_dev.inline_mtu ? req->mtu : FAKE_MAX_INLINE;
+    info->max_inline = q->max_inline;
     info->max_send_sge = fake_dev.one_sge ? 1 : 2;
     *out = q;
     return OPAL_SUCCESS;
@@ -576,7 +579,7 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
         ++fake_dev.oversize_posts;
     }
     /* (inline data is copied at the post: its key is not looked at) */
-    if (total > FAKE_MAX_INLINE && NULL == mr_covering(lkey, buf, len)) {
+    if (total > q->max_inline && NULL == mr_covering(lkey, buf, len)) {
         ++fake_dev.bad_key_posts;
     }
     if (NULL != more) {
@@ -585,7 +588,9 @@ static int fake_post_send(opal_btl_usnic_hwchan_t *q, const opal_btl_usnic_dest_
         if (NULL == reads) {
             ++fake_dev.bad_key_posts;
         }
-        if (!signalled) {
+        if (total <= q->max_inline) {
+            reads = NULL;   /* copied now */
+        } else if (!signalled) {
             /* nothing would tell the sender when the device has read it */
             ++fake_dev.unsignalled_gathers;
             reads = NULL;

@@ -57,6 +57,8 @@ typedef struct {
     bool hold_send_completions;         /* keep send completions until released */
     bool fail_readonly_reg;             /* reg_mem fails for read-only registrations */
     bool one_sge;                       /* channels send from one buffer only */
+    bool inline_mtu;                    /* every send copied at the post (max_inline = the
+                                         * MTU), as the UDP device's kernel copy */
 
     /* ---- what happened ---- */
     uint64_t posts;                     /* successful posts */
@@ -95,6 +97,7 @@ extern fake_device_t fake_dev;
  * test wants from before world_new, which resets the device. */
 typedef struct {
     bool one_sge;
+    bool inline_mtu;
 } fake_device_next_t;
 extern fake_device_next_t fake_dev_next;
 

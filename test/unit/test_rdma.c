@@ -312,10 +312,12 @@ USNIC_TEST(rdma_get_target_deregistered_midway)
 /* How GET data leaves the target, by what the device and the component
  * allow: from the registered memory itself (zero copy), or copied into the
  * chunks (a device that sends from one buffer only, zero copy turned off,
- * a registration the device refused).  The data arrives right either way.
+ * a registration the device refused).  A device that copies every send at
+ * the post (the UDP device: the kernel's copy) sends the chunks' data from
+ * the memory too, inline.  The data arrives right either way.
  * Registering the region registers nothing with the device (a device pins
  * what it registers); serving the GET registers what it reads. */
-typedef enum { ZC_ON, ZC_ONE_SGE, ZC_MCA_OFF, ZC_REG_FAILS } zc_case_t;
+typedef enum { ZC_ON, ZC_INLINE, ZC_ONE_SGE, ZC_MCA_OFF, ZC_REG_FAILS } zc_case_t;
 
 static int get_by_zcopy_case(zc_case_t how)
 {
@@ -332,6 +334,7 @@ static int get_by_zcopy_case(zc_case_t how)
         setenv("OMPI_MCA_btl_usnic_zero_copy", "0", 1);
     }
     fake_dev_next.one_sge = ZC_ONE_SGE == how;
+    fake_dev_next.inline_mtu = ZC_INLINE == how;
     w = world_new(11, 12);
     unsetenv("OMPI_MCA_btl_usnic_zero_copy");
     check(NULL != w && NULL != region && NULL != dst);
@@ -350,7 +353,7 @@ static int get_by_zcopy_case(zc_case_t how)
     check(0 == memcmp(dst, region, LEN));
     chunks = STATS(w, SIDE_B)->num_chunk_sends;
     check(chunks >= LEN / 4096);
-    if (ZC_ON == how) {
+    if (ZC_ON == how || ZC_INLINE == how) {
         /* all but a short last chunk */
         check(STATS(w, SIDE_B)->num_zcopy_chunks + 1 >= chunks);
         check_int_eq(fake_dev.gather_posts, STATS(w, SIDE_B)->num_zcopy_chunks);
@@ -374,6 +377,11 @@ static int get_by_zcopy_case(zc_case_t how)
 USNIC_TEST(rdma_get_zero_copy)
 {
     return get_by_zcopy_case(ZC_ON);
+}
+
+USNIC_TEST(rdma_get_zero_copy_device_copies_at_post)
+{
+    return get_by_zcopy_case(ZC_INLINE);
 }
 
 USNIC_TEST(rdma_get_zero_copy_one_sge_device)

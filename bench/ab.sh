@@ -1,0 +1,122 @@
+#!/bin/bash
+# bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--out DIR] A.so B.so: two builds of
+# mca_btl_usnic.so measured against each other in the native world (tools/netns-world: 2 hosts,
+# usnic over UDP), in paired interleaved rounds (default 6; A then B in odd rounds, B then A in
+# even ones), so that each round's ratio B / A pairs two runs taken under the same conditions.
+# Each run is one job of bench/mpibench.c (-t T, default bw; -S S, default 65536,1048576,4194304;
+# -T 1500 -W 300 -n 20 -N 10000), one rank per host, each pinned to a CPU of its own, as
+# bench/native.sh's p2p job; each build from a private component directory (as USNIC_SO).
+# Writes DIR/results.md (default bench/results/ab): per test and size the median of each
+# build and the paired ratios B / A of every round (for bw and mr: rate; for lat: time), and
+# DIR/raw/ (every job's output). The commit message or a doc says what A and B are.
+# Exits non-zero if a job failed or a figure is missing.
+# SPDX-License-Identifier: BSD-3-Clause
+set -u
+cd "$(dirname "$0")/.." || exit 2
+REPO=$PWD
+
+if [ "${1:-}" = --in-world ]; then
+    shift
+    rounds=$1 tests=$2 sizes=$3 out=$4 comps=$5
+    # shellcheck source=/dev/null
+    . "$NETNS_WORLD_ENV" || exit 2
+    mpicc -O2 -Wall -o "$comps/mpibench" bench/mpibench.c || exit 1
+    fails=0
+    for r in $(seq 1 "$rounds"); do
+        order="A B"; [ $((r % 2)) = 0 ] && order="B A"
+        for v in $order; do
+            f=$out/raw/$v-r$r.txt
+            args=(-t "$tests" -S "$sizes" -T 1500 -W 300 -n 20 -N 10000)
+            OMPI_MCA_mca_base_component_path=$comps/$v onhost A timeout -k 10 300 \
+                mpirun --allow-run-as-root --bind-to none -x OMPI_MCA_mca_base_component_path \
+                --mca plm_rsh_agent "$RXEVM_RSH" --mca oob_tcp_if_include "$RXEVM_NET.0/24" \
+                --mca pml ob1 --mca btl usnic,self --mca btl_usnic_transport udp \
+                -np 1 --host hostA taskset -c 0 "$comps/mpibench" "${args[@]}" \
+                : -np 1 --host hostB taskset -c 1 "$comps/mpibench" "${args[@]}" > "$f" 2>&1
+            rc=$?
+            echo "ab: round $r $v rc=$rc"
+            [ "$rc" = 0 ] || fails=$((fails + 1))
+        done
+    done
+    exit $((fails > 0))
+fi
+
+rounds=6 tests=bw sizes=65536,1048576,4194304 mtu=9000 out=$REPO/bench/results/ab
+while [ $# -gt 2 ]; do
+    case $1 in
+        --rounds) rounds=$2; shift 2 ;;
+        --tests) tests=$2; shift 2 ;;
+        --sizes) sizes=$2; shift 2 ;;
+        --mtu) mtu=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        *) echo "ab.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+if [ $# != 2 ] || [ ! -f "$1" ] || [ ! -f "$2" ]; then
+    echo "usage: bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--out DIR] A.so B.so" >&2
+    exit 2
+fi
+comps=$(mktemp -d /tmp/usnic-ab.XXXXXX) || exit 2
+trap 'rm -rf "$comps"' EXIT
+pkglib=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
+for v in A B; do
+    mkdir "$comps/$v"
+    for f in "$pkglib"/*; do
+        case ${f##*/} in mca_btl_usnic.*) ;; *) ln -s "$f" "$comps/$v/" ;; esac
+    done
+done
+cp "$1" "$comps/A/mca_btl_usnic.so" && cp "$2" "$comps/B/mca_btl_usnic.so" || exit 2
+rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
+chmod 755 "$comps"
+tools/netns-world/netns-world -n 2 --mtu "$mtu" \
+    "$0" --in-world "$rounds" "$tests" "$sizes" "$out" "$comps"
+rc=$?
+
+# the report: per test and size, each round's figure of A and B (rate: MB/s for bw, msg/s for
+# mr; time: the median half round trip for lat), B / A per round, their medians
+{
+    echo "# A/B: $(basename "$1") (A) against $(basename "$2") (B)"
+    echo
+    echo "bench/ab.sh, $(date -u +%Y-%m-%dT%H:%MZ), source $(git log -1 --format='%h %cI'), $rounds paired"
+    echo "rounds (A then B in odd rounds, B then A in even ones), native world of 2 hosts, MTU"
+    echo "$mtu, kernel $(uname -r), $(nproc) CPUs; A sha256 $(sha256sum "$1" | cut -c1-16), B sha256"
+    echo "$(sha256sum "$2" | cut -c1-16). bench/mpibench.c -t $tests -S $sizes, one rank per host."
+    echo "B / A > 1: B is faster (for lat, the ratio is A / B: time)."
+    echo
+    echo "| test | size | A median | B median | B / A per round | median B / A |"
+    echo "|---|---:|---:|---:|---|---:|"
+    awk -v rounds="$rounds" -v raw="$out/raw" '
+        function med(a, n,   i, j, t) {
+            for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        BEGIN {
+            for (r = 1; r <= rounds; ++r) for (v = 0; v < 2; ++v) {
+                f = raw "/" (v ? "B" : "A") "-r" r ".txt"
+                while ((getline line < f) > 0) {
+                    n = split(line, w, " ")
+                    if (w[1] !~ /^(bw|mr|lat)$/ || n < 9) continue
+                    key = w[1] " " w[2]
+                    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
+                    val[key, r, v] = w[1] == "bw" ? w[8] : (w[1] == "mr" ? w[9] : w[6])
+                }
+                close(f)
+            }
+            for (k = 1; k <= nk; ++k) {
+                key = keys[k]; split(key, kw, " "); per = ""; m = 0; bad = 0
+                for (r = 1; r <= rounds; ++r) {
+                    a = val[key, r, 0]; b = val[key, r, 1]
+                    if (a == "" || b == "" || a == 0 || b == 0) { bad = 1; continue }
+                    ++m; ra[m] = a; rb[m] = b
+                    q[m] = kw[1] == "lat" ? a / b : b / a
+                    per = per (per == "" ? "" : " ") sprintf("%.2f", q[m])
+                }
+                if (bad) { print "missing figures for " key > "/dev/stderr"; missing = 1 }
+                if (m == 0) continue
+                printf "| %s | %s | %.4g | %.4g | %s | **%.2f** |\n", kw[1], kw[2], med(ra, m), med(rb, m), per, med(q, m)
+            }
+            exit missing
+        }'
+} > "$out/results.md" || rc=1
+cat "$out/results.md"
+exit "$rc"
