@@ -152,6 +152,10 @@ typedef struct opal_btl_usnic_device_ops_t {
     int (*post_send)(opal_btl_usnic_hwchan_t *chan, const opal_btl_usnic_dest_t *dest,
                      const void *buf, uint32_t len, uint32_t lkey,
                      const opal_btl_usnic_sge_t *more, void *cookie);
+    /* open: the channel's sends may wait, to go out together; !open: they
+     * go out now (an error as post_send's).  Until then the engine leaves
+     * their buffers as they are.  NULL: every send goes out at its post. */
+    int (*send_batch)(opal_btl_usnic_hwchan_t *chan, bool open);
     /* Receive buffers, linked through their next field, NULL-terminated;
      * each completes with &seg->base as its cookie. */
     int (*post_recv)(opal_btl_usnic_hwchan_t *chan, struct opal_btl_usnic_recv_seg_t *first);

@@ -261,7 +261,16 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *data = &module->channels[USNIC_DATA_CHANNEL];
     int budget = USNIC_SENDS_PER_PASS;
+    /* The pass's data sends go out together where the device can: chunk
+     * buffers and GET data stay as they are until their ACK, which cannot
+     * come before. */
+    bool batch = NULL != module->ops->send_batch &&
+                 (!usnic_list_empty(&module->pending_resend_segs) ||
+                  !usnic_list_empty(&module->endpoints_with_sends));
 
+    if (batch) {
+        (void) module->ops->send_batch(data->hw, true);
+    }
     if (!usnic_list_empty(&module->pending_resend_segs)) {
         opal_btl_usnic_retrans_resend(module);
     }
@@ -293,6 +302,10 @@ void opal_btl_usnic_progress_sends(opal_btl_usnic_module_t *module)
         opal_list_remove_item(&module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = false;
         opal_btl_usnic_check_rts(ep);
+    }
+    if (batch && OPAL_SUCCESS != module->ops->send_batch(data->hw, false)) {
+        opal_btl_usnic_module_fatal(module, NULL);
+        return;
     }
 
     opal_btl_usnic_send_due_acks(module);

@@ -64,6 +64,9 @@
  * send is tried again this many times, then left to the retransmit timer
  * as a datagram lost on the wire. */
 #define UDP_SEND_TRIES 64
+/* Sends a batch (send_batch) holds for one sendmmsg at most; the engine
+ * posts up to USNIC_SENDS_PER_PASS first sends and some resends per pass. */
+#define UDP_SEND_BATCH 32
 
 /* Why a receive completed in error (codes below 0; above: errno values). */
 enum {
@@ -108,12 +111,16 @@ typedef struct {
     struct mmsghdr mm[UDP_RECV_BATCH];
     struct iovec iov[UDP_RECV_BATCH];
     struct sockaddr_in from[UDP_RECV_BATCH];
-    /* sendmsg's arguments, set up once (the engine posts one send at a
-     * time): a send fills in the address, the prefix and its data */
-    struct msghdr send_mh;
-    struct iovec send_iov[3];
-    struct sockaddr_in send_to;
-    uint8_t send_prefix[UDP_PREFIX_LEN];
+    /* The sends, set up once: a send fills in the address, the prefix and
+     * its data in slot nsend, and goes out at once, or, on the channel
+     * whose batch is open (batching), waits there until the batch ends or
+     * fills (one sendmmsg for all). */
+    struct opal_btl_usnic_hwchan *batching;
+    int nsend;
+    struct mmsghdr send_mm[UDP_SEND_BATCH + 1];
+    struct iovec send_iov[UDP_SEND_BATCH + 1][3];
+    struct sockaddr_in send_to[UDP_SEND_BATCH + 1];
+    uint8_t send_prefix[UDP_SEND_BATCH + 1][UDP_PREFIX_LEN];
 } udp_sock_t;
 
 struct opal_btl_usnic_hwchan {
@@ -322,6 +329,10 @@ static void udp_chan_destroy(opal_btl_usnic_hwchan_t *ch)
     udp_sock_t *s = ch->sock;
 
     if (NULL != s) {
+        if (s->batching == ch) {
+            s->batching = NULL;
+            s->nsend = 0;
+        }
         s->chans[ch->id] = NULL;
         if (s->land == ch) {
             /* held datagrams sit in this channel's buffers */
@@ -366,11 +377,13 @@ static int join_sock(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_hwchan_t *cq_of
             s->mm[i].msg_hdr.msg_iov = &s->iov[i];
             s->mm[i].msg_hdr.msg_iovlen = 1;
         }
-        s->send_mh.msg_name = &s->send_to;
-        s->send_mh.msg_namelen = sizeof(s->send_to);
-        s->send_mh.msg_iov = s->send_iov;
-        s->send_iov[0].iov_base = s->send_prefix;
-        s->send_iov[0].iov_len = UDP_PREFIX_LEN;
+        for (int i = 0; i <= UDP_SEND_BATCH; ++i) {
+            s->send_mm[i].msg_hdr.msg_name = &s->send_to[i];
+            s->send_mm[i].msg_hdr.msg_namelen = sizeof(s->send_to[i]);
+            s->send_mm[i].msg_hdr.msg_iov = s->send_iov[i];
+            s->send_iov[i][0].iov_base = s->send_prefix[i];
+            s->send_iov[i][0].iov_len = UDP_PREFIX_LEN;
+        }
         s->size = entries > 0 ? entries : 1;
         s->ring = calloc((size_t) s->size, sizeof(*s->ring));
         if (NULL == s->ring) {
@@ -483,40 +496,88 @@ static bool send_error_is_loss(int err)
            ECONNREFUSED == err || ENETDOWN == err;
 }
 
+/* Why the datagram of slot i did not go out (errno err): OPAL_SUCCESS if it
+ * counts as lost on the wire, for the retransmit timer; OPAL_ERROR, said,
+ * if the socket failed. */
+static int send_failed(udp_sock_t *s, int i, const char *dev_name, const char *call, int err)
+{
+    const struct sockaddr_in *to = &s->send_to[i];
+
+    if (!send_error_passes(err) && !send_error_is_loss(err)) {
+        show_failed(dev_name, call, err);
+        return OPAL_ERROR;
+    }
+    usnic_verbose(20, "%s: %s: datagram to %s:%u/%u not sent (%s), left to the retransmit "
+                  "timer", opal_process_info.nodename, dev_name, inet_ntoa(to->sin_addr),
+                  (unsigned) ntohs(to->sin_port), (unsigned) s->send_prefix[i][UDP_QKEY_LEN],
+                  strerror(err));
+    return OPAL_SUCCESS;
+}
+
+/* The held sends, with one sendmmsg (more if the socket takes them in
+ * parts); a datagram that fails passes as sendmsg's would. */
+static int flush_sends(udp_sock_t *s, const char *dev_name)
+{
+    int done = 0, tries = 0, n = s->nsend;
+
+    s->nsend = 0;
+    while (done < n) {
+        int k = sendmmsg(s->fd, &s->send_mm[done], (unsigned) (n - done), 0);
+
+        if (k > 0) {
+            done += k;
+            tries = 0;
+            continue;
+        }
+        if (send_error_passes(errno) && ++tries < UDP_SEND_TRIES) {
+            continue;
+        }
+        if (OPAL_SUCCESS != send_failed(s, done, dev_name, "sendmmsg", errno)) {
+            return OPAL_ERROR;
+        }
+        ++done;
+        tries = 0;
+    }
+    return OPAL_SUCCESS;
+}
+
 static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_t *dest,
                          const void *buf, uint32_t len, uint32_t lkey,
                          const opal_btl_usnic_sge_t *more, void *cookie)
 {
     udp_sock_t *s = ch->sock;
-    struct sockaddr_in *to = &s->send_to;
-    int tries = 0;
+    int i = s->nsend, tries = 0;
+    struct msghdr *mh = &s->send_mm[i].msg_hdr;
+    struct iovec *iov = s->send_iov[i];
     (void) lkey;
 
-    *to = dest->ah->sin;
-    to->sin_port = htons((uint16_t) dest->qpn);
-    memcpy(s->send_prefix, &dest->qkey, UDP_QKEY_LEN);
-    s->send_prefix[UDP_QKEY_LEN] = (uint8_t) (dest->qpn >> UDP_CHAN_SHIFT);
-    s->send_iov[1].iov_base = (void *) buf;
-    s->send_iov[1].iov_len = len;
-    s->send_mh.msg_iovlen = 2;
+    s->send_to[i] = dest->ah->sin;
+    s->send_to[i].sin_port = htons((uint16_t) dest->qpn);
+    memcpy(s->send_prefix[i], &dest->qkey, UDP_QKEY_LEN);
+    s->send_prefix[i][UDP_QKEY_LEN] = (uint8_t) (dest->qpn >> UDP_CHAN_SHIFT);
+    iov[1].iov_base = (void *) buf;
+    iov[1].iov_len = len;
+    mh->msg_iovlen = 2;
     if (NULL != more) {
-        s->send_iov[2].iov_base = (void *) more->addr;
-        s->send_iov[2].iov_len = more->len;
-        s->send_mh.msg_iovlen = 3;
+        iov[2].iov_base = (void *) more->addr;
+        iov[2].iov_len = more->len;
+        mh->msg_iovlen = 3;
     }
-    while (OPAL_UNLIKELY(sendmsg(s->fd, &s->send_mh, 0) < 0)) {
-        if (send_error_passes(errno) && ++tries < UDP_SEND_TRIES) {
-            continue;
-        }
-        if (!send_error_passes(errno) && !send_error_is_loss(errno)) {
-            show_failed(ch->dev_name, "sendmsg", errno);
+    if (s->batching == ch) {
+        /* (the engine's buffers stay as they are until the batch ends) */
+        if (++s->nsend == UDP_SEND_BATCH && OPAL_SUCCESS != flush_sends(s, ch->dev_name)) {
             return OPAL_ERROR;
         }
-        usnic_verbose(20, "%s: %s: datagram to %s:%u/%u not sent (%s), left to the retransmit "
-                      "timer", opal_process_info.nodename, ch->dev_name,
-                      inet_ntoa(to->sin_addr), (unsigned) (dest->qpn & 0xffff),
-                      (unsigned) (dest->qpn >> UDP_CHAN_SHIFT), strerror(errno));
-        break;
+    } else {
+        while (OPAL_UNLIKELY(sendmsg(s->fd, mh, 0) < 0)) {
+            if (send_error_passes(errno) && ++tries < UDP_SEND_TRIES) {
+                continue;
+            }
+            if (OPAL_SUCCESS != send_failed(s, i, ch->dev_name, "sendmsg", errno)) {
+                return OPAL_ERROR;
+            }
+            break;
+        }
     }
     if (NULL != cookie) {
         opal_btl_usnic_cqe_t *c;
@@ -531,6 +592,20 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
         c->code = 0;
     }
     return OPAL_SUCCESS;
+}
+
+/* A batch of the channel's sends opens (open) or ends: those posted in
+ * between go out together when it ends (or fills). */
+static int udp_send_batch(opal_btl_usnic_hwchan_t *ch, bool open)
+{
+    udp_sock_t *s = ch->sock;
+
+    if (open) {
+        s->batching = ch;
+        return OPAL_SUCCESS;
+    }
+    s->batching = NULL;
+    return 0 == s->nsend ? OPAL_SUCCESS : flush_sends(s, ch->dev_name);
 }
 
 static int udp_post_recv(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_recv_seg_t *first)
@@ -843,6 +918,7 @@ const opal_btl_usnic_device_ops_t opal_btl_usnic_udp_ops = {
     .chan_start = udp_chan_start,
     .chan_destroy = udp_chan_destroy,
     .post_send = udp_post_send,
+    .send_batch = udp_send_batch,
     .post_recv = udp_post_recv,
     .poll = udp_poll,
     .status_str = udp_status_str,

@@ -20,6 +20,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_device.h"
+#include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_wire.h"
 #include "usnic_test.h"
@@ -231,6 +232,41 @@ USNIC_TEST(udp_device_over_loopback)
     check_int_eq(ops->post_send(a.data, &dest, "more", 4, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.data, cqe, 1), 1);
     check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[8].base);
+
+    /* a batch of data sends goes out when it ends, together and in order;
+     * the priority channel's sends go out meanwhile */
+    b.segs[4].next = &b.segs[5];
+    b.segs[5].next = &b.segs[7];
+    b.segs[7].next = NULL;
+    check_int_eq(ops->post_recv(b.data, &b.segs[4]), OPAL_SUCCESS);
+    b.segs[0].next = NULL;
+    check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
+    check(NULL != ops->send_batch);
+    check_int_eq(ops->send_batch(a.data, true), OPAL_SUCCESS);
+    check_int_eq(ops->post_send(a.data, &dest, "one", 3, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(ops->post_send(a.data, &dest, "two", 3, 0, NULL, &sent), OPAL_SUCCESS);
+    check_int_eq(ops->post_send(a.data, &dest, "three", 5, 0, NULL, NULL), OPAL_SUCCESS);
+    dest.qpn = b.pinfo.qp_num;
+    check_int_eq(ops->post_send(a.prio, &dest, "ping", 4, 0, NULL, NULL), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.prio, cqe, 1), 1);
+    check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[0].base);
+    check_int_eq(memcmp(b.segs[0].buf + USNIC_GRH_LEN, "ping", 4), 0);
+    /* (sent after them, it would have come after them) */
+    check_int_eq(ops->poll(b.data, cqe, 4), 0);
+    check_int_eq(ops->send_batch(a.data, false), OPAL_SUCCESS);
+    check_int_eq(poll_for(b.data, cqe, 3), 3);
+    for (int i = 0; i < 3; ++i) {
+        const char *want[] = {"one", "two", "three"};
+        opal_btl_usnic_recv_seg_t *r = usnic_container_of(cqe[i].cookie, opal_btl_usnic_recv_seg_t,
+                                                          base);
+
+        check(USNIC_CQE_OK == cqe[i].status);
+        check_int_eq(cqe[i].len, USNIC_GRH_LEN + strlen(want[i]));
+        check_int_eq(memcmp(r->buf + USNIC_GRH_LEN, want[i], strlen(want[i])), 0);
+    }
+    /* the signalled one's completion */
+    check_int_eq(poll_for(a.prio, cqe, 1), 1);
+    check(cqe[0].cookie == &sent);
     rc = 0;
 out:
     if (NULL != ah) {
