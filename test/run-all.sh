@@ -58,7 +58,7 @@ TIMES=${USNIC_RUN_TIMES:-${XDG_CACHE_HOME:-$HOME/.cache}/usnic-run-all.times}
 # several minutes more; intree: its first build of the two trees, about 10 minutes more)
 declare -A est=([deps]=240 [lint]=15 [build]=10 [install]=5 [unit]=20 [build5]=10
     [install5]=5 [unit5]=20 [engine]=5 [btlcount]=5 [intree]=60 [fuzz]=5 [deb]=15 [deb5]=15
-    [native]=230 [native4]=5 [vm]=730 [vm5]=435 [bench]=85 [nbench]=15)
+    [native]=240 [native4]=5 [vm]=675 [vm5]=375 [bench]=85 [nbench]=15)
 declare -A took=()
 estimate() {
     local from="defaults" name line total=0
