@@ -114,13 +114,14 @@ typedef struct {
     /* The sends, set up once: a send fills in the address, the prefix and
      * its data in slot nsend, and goes out at once, or, on the channel
      * whose batch is open (batching), waits there until the batch ends or
-     * fills (one sendmmsg for all). */
+     * fills (one sendmmsg for all; a full batch goes at once, so nsend is
+     * always a free slot). */
     struct opal_btl_usnic_hwchan *batching;
     int nsend;
-    struct mmsghdr send_mm[UDP_SEND_BATCH + 1];
-    struct iovec send_iov[UDP_SEND_BATCH + 1][3];
-    struct sockaddr_in send_to[UDP_SEND_BATCH + 1];
-    uint8_t send_prefix[UDP_SEND_BATCH + 1][UDP_PREFIX_LEN];
+    struct mmsghdr send_mm[UDP_SEND_BATCH];
+    struct iovec send_iov[UDP_SEND_BATCH][3];
+    struct sockaddr_in send_to[UDP_SEND_BATCH];
+    uint8_t send_prefix[UDP_SEND_BATCH][UDP_PREFIX_LEN];
 } udp_sock_t;
 
 struct opal_btl_usnic_hwchan {
@@ -377,7 +378,7 @@ static int join_sock(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_hwchan_t *cq_of
             s->mm[i].msg_hdr.msg_iov = &s->iov[i];
             s->mm[i].msg_hdr.msg_iovlen = 1;
         }
-        for (int i = 0; i <= UDP_SEND_BATCH; ++i) {
+        for (int i = 0; i < UDP_SEND_BATCH; ++i) {
             s->send_mm[i].msg_hdr.msg_name = &s->send_to[i];
             s->send_mm[i].msg_hdr.msg_namelen = sizeof(s->send_to[i]);
             s->send_mm[i].msg_hdr.msg_iov = s->send_iov[i];
