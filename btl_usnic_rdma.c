@@ -20,10 +20,10 @@
  * initiator's buffer (usnic_is_get_data).  Where the device can register
  * the span the GET reads (when the GET is served: never a whole region at
  * btl_register_mem, whose pages a device would have to pin, all of them,
- * however little of an osc window is ever read), a chunk is a header from its own buffer and the data read by the
- * device from where it lies (zero copy); else the data is copied into the
- * chunk.  ob1 and osc keep
- * the target memory registered until the GET is complete; if it is
+ * however little of an osc window is ever read), a chunk is a header from
+ * its own buffer and the data read by the device from where it lies (zero
+ * copy); else the data is copied into the chunk.  ob1 and osc keep the
+ * target memory registered until the GET is complete; if it is
  * deregistered earlier all the same, the part not yet chunked is copied
  * aside first, and so is the data of chunks not yet acknowledged (a resend
  * takes it from there), and the device registration lives on until the

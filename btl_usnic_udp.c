@@ -596,7 +596,9 @@ static int udp_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_
 }
 
 /* A batch of the channel's sends opens (open) or ends: those posted in
- * between go out together when it ends (or fills). */
+ * between go out together when it ends (or fills).  A batch opened and
+ * ended inside another (the send loop run again from a PML callback) ends
+ * both: the rest of the outer one's sends go out at once. */
 static int udp_send_batch(opal_btl_usnic_hwchan_t *ch, bool open)
 {
     udp_sock_t *s = ch->sock;

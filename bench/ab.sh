@@ -67,7 +67,6 @@ for v in A B; do
 done
 cp "$1" "$comps/A/mca_btl_usnic.so" && cp "$2" "$comps/B/mca_btl_usnic.so" || exit 2
 rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
-chmod 755 "$comps"
 tools/netns-world/netns-world -n 2 --mtu "$mtu" \
     "$0" --in-world "$rounds" "$tests" "$sizes" "$out" "$comps"
 rc=$?
