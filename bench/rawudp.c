@@ -13,9 +13,12 @@
  *       until an initiator sends "quit"
  *   rawudp -c HOST [-p PORT] [-t lat,bw,mr] [-S SIZE,...] [-P PAIRS]
  *          [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS] [-q] [-y]
+ *          [-b BATCH] [-a]
  *       initiator: runs the tests against the responder on HOST; -q ends the
  *       responder afterwards; -y: sched_yield() on an empty poll, for more
- *       processes than CPUs (as MPI's mpi_yield_when_idle)
+ *       processes than CPUs (as MPI's mpi_yield_when_idle); -b: at most BATCH
+ *       datagrams per sendmmsg (default and most 64); -a: every send names
+ *       the peer's address, as on a socket shared by many peers (usnic's)
  *
  * Tests, one output line per size in bench/mpibench.c's format
  * (TEST SIZE ITERS WINDOW MEAN_US MEDIAN_US MIN_US MB/S MSG/S):
@@ -91,6 +94,9 @@ struct session {
 static double budget = 0.3, warm_budget = 0.06;
 static unsigned kill_after = 900;
 static int yield_idle; /* -y: more processes than CPUs: give the CPU up on an empty poll */
+static unsigned send_batch = BATCH;     /* -b */
+static int name_peer;                   /* -a */
+static struct sockaddr_in peer_addr;    /* the UDP peer, for -a */
 static long min_iters = 2, max_iters = 10000, max_warmup = 20;
 
 static void die(const char *what)
@@ -212,6 +218,7 @@ static size_t udp_connect(struct session *s, int port)
     if (connect(s->udp, (struct sockaddr *) &a, sizeof(a))) {
         die("udp connect");
     }
+    peer_addr = a;
     mtu = sock_int(s->udp, IPPROTO_IP, IP_MTU);
     if (mtu < 576) {
         fprintf(stderr, "rawudp: path MTU %d unusable\n", mtu);
@@ -253,8 +260,14 @@ static size_t dgram_len(const struct session *s, size_t size, uint32_t idx)
 /* Sends N prepared messages, spinning while the socket is full. */
 static void send_all(int fd, struct mmsghdr *m, unsigned n)
 {
+    if (name_peer) {
+        for (unsigned i = 0; i < n; ++i) {
+            m[i].msg_hdr.msg_name = &peer_addr;
+            m[i].msg_hdr.msg_namelen = sizeof(peer_addr);
+        }
+    }
     while (n > 0) {
-        int k = sendmmsg(fd, m, n, 0);
+        int k = sendmmsg(fd, m, n < send_batch ? n : send_batch, 0);
 
         if (k < 0) {
             if (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno) {
@@ -909,7 +922,7 @@ int main(int argc, char **argv)
     double *times;
     struct session *s;
 
-    while ((opt = getopt(argc, argv, "rc:p:k:t:S:P:T:W:n:N:qy")) != -1) {
+    while ((opt = getopt(argc, argv, "rc:p:k:t:S:P:T:W:n:N:qyb:a")) != -1) {
         switch (opt) {
         case 'r': serve = 1; break;
         case 'c': host = optarg; break;
@@ -924,6 +937,14 @@ int main(int argc, char **argv)
         case 'N': max_iters = atol(optarg); break;
         case 'q': quit = 1; break;
         case 'y': yield_idle = 1; break;
+        case 'b':
+            send_batch = (unsigned) atoi(optarg);
+            if (send_batch < 1 || send_batch > BATCH) {
+                fprintf(stderr, "rawudp: -b takes 1 to %d\n", BATCH);
+                return 2;
+            }
+            break;
+        case 'a': name_peer = 1; break;
         default: usage();
         }
     }
