@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,13 @@
 /* Sends a batch (send_batch) holds for one sendmmsg at most; the engine
  * posts up to USNIC_SENDS_PER_PASS first sends and some resends per pass. */
 #define UDP_SEND_BATCH 32
+/* One UDP_SEGMENT send carries at most this many datagrams (the kernel's
+ * oldest limit) and bytes (one IPv4 datagram's payload). */
+#define UDP_GSO_MAX_SEGS 64
+#define UDP_GSO_MAX_BYTES (65535 - UDP_IP_OVERHEAD)
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 /* Why a receive completed in error (codes below 0; above: errno values). */
 enum {
@@ -122,6 +130,17 @@ typedef struct {
     struct iovec send_iov[UDP_SEND_BATCH][3];
     struct sockaddr_in send_to[UDP_SEND_BATCH];
     uint8_t send_prefix[UDP_SEND_BATCH][UDP_PREFIX_LEN];
+    /* A held batch as sendmmsg gets it when the kernel segments (gso):
+     * runs of slots to one peer, as long as their first but the last, each
+     * one message with UDP_SEGMENT; gso_first[g]: group g's first slot. */
+    bool gso;
+    struct mmsghdr gso_mm[UDP_SEND_BATCH];
+    struct iovec gso_iov[UDP_SEND_BATCH * 3];
+    int gso_first[UDP_SEND_BATCH + 1];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } gso_cmsg[UDP_SEND_BATCH];
 } udp_sock_t;
 
 struct opal_btl_usnic_hwchan {
@@ -425,6 +444,8 @@ static int open_socket(udp_sock_t *s, const struct opal_btl_usnic_dev *dev)
         return OPAL_ERROR;
     }
     s->port = ntohs(sin.sin_port);
+    /* (a kernel before 4.18 has no UDP_SEGMENT: one datagram per message) */
+    s->gso = 0 == setsockopt(s->fd, SOL_UDP, UDP_SEGMENT, &(int){0}, sizeof(int));
     return OPAL_SUCCESS;
 }
 
@@ -515,15 +536,14 @@ static int send_failed(udp_sock_t *s, int i, const char *dev_name, const char *c
     return OPAL_SUCCESS;
 }
 
-/* The held sends, with one sendmmsg (more if the socket takes them in
- * parts); a datagram that fails passes as sendmsg's would. */
-static int flush_sends(udp_sock_t *s, const char *dev_name)
+/* Slots [from, to) of the held sends, with one sendmmsg (more if the socket
+ * takes them in parts); a datagram that fails passes as sendmsg's would. */
+static int send_slots(udp_sock_t *s, int from, int to, const char *dev_name)
 {
-    int done = 0, tries = 0, n = s->nsend;
+    int done = from, tries = 0;
 
-    s->nsend = 0;
-    while (done < n) {
-        int k = sendmmsg(s->fd, &s->send_mm[done], (unsigned) (n - done), 0);
+    while (done < to) {
+        int k = sendmmsg(s->fd, &s->send_mm[done], (unsigned) (to - done), 0);
 
         if (k > 0) {
             done += k;
@@ -535,6 +555,114 @@ static int flush_sends(udp_sock_t *s, const char *dev_name)
         }
         if (OPAL_SUCCESS != send_failed(s, done, dev_name, "sendmmsg", errno)) {
             return OPAL_ERROR;
+        }
+        ++done;
+        tries = 0;
+    }
+    return OPAL_SUCCESS;
+}
+
+static size_t slot_bytes(const udp_sock_t *s, int i)
+{
+    const struct msghdr *mh = &s->send_mm[i].msg_hdr;
+    size_t len = 0;
+
+    for (size_t v = 0; v < mh->msg_iovlen; ++v) {
+        len += mh->msg_iov[v].iov_len;
+    }
+    return len;
+}
+
+/* Group g of gso_mm is cut by the kernel into datagrams of seg bytes. */
+static void segment_group(udp_sock_t *s, int g, size_t seg)
+{
+    struct cmsghdr *cm = &s->gso_cmsg[g].align;
+
+    cm->cmsg_level = SOL_UDP;
+    cm->cmsg_type = UDP_SEGMENT;
+    cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    memcpy(CMSG_DATA(cm), &(uint16_t){(uint16_t) seg}, sizeof(uint16_t));
+    s->gso_mm[g].msg_hdr.msg_control = s->gso_cmsg[g].buf;
+    s->gso_mm[g].msg_hdr.msg_controllen = sizeof(s->gso_cmsg[g].buf);
+}
+
+/* The n held sends as gso_mm's groups (see udp_sock_t); returns how many. */
+static int group_slots(udp_sock_t *s, int n)
+{
+    int g = -1, segs = 0, niov = 0;
+    size_t seg = 0, total = 0;
+    bool open = false;
+
+    for (int i = 0; i < n; ++i) {
+        struct msghdr *mh = &s->send_mm[i].msg_hdr;
+        size_t len = slot_bytes(s, i);
+
+        if (open && len <= seg && segs < UDP_GSO_MAX_SEGS && total + len <= UDP_GSO_MAX_BYTES &&
+            s->send_to[i].sin_addr.s_addr == s->send_to[i - 1].sin_addr.s_addr &&
+            s->send_to[i].sin_port == s->send_to[i - 1].sin_port &&
+            0 == memcmp(s->send_prefix[i], s->send_prefix[i - 1], UDP_PREFIX_LEN)) {
+            ++segs;
+            total += len;
+            /* (only the last may be shorter) */
+            open = len == seg;
+        } else {
+            if (g >= 0 && segs > 1) {
+                segment_group(s, g, seg);
+            }
+            ++g;
+            s->gso_first[g] = i;
+            s->gso_mm[g].msg_hdr = (struct msghdr){.msg_name = mh->msg_name,
+                                                   .msg_namelen = mh->msg_namelen,
+                                                   .msg_iov = &s->gso_iov[niov]};
+            seg = total = len;
+            segs = 1;
+            open = true;
+        }
+        memcpy(&s->gso_iov[niov], mh->msg_iov, mh->msg_iovlen * sizeof(struct iovec));
+        niov += (int) mh->msg_iovlen;
+        s->gso_mm[g].msg_hdr.msg_iovlen += mh->msg_iovlen;
+    }
+    if (segs > 1) {
+        segment_group(s, g, seg);
+    }
+    s->gso_first[g + 1] = n;
+    return g + 1;
+}
+
+/* The held sends.  Where the kernel segments, the datagrams of a run to one
+ * peer leave as one message, which its stack (route, IP, device) handles
+ * once; a group the device refuses (no checksum offload, say) turns
+ * segmentation off and goes again one datagram at a time. */
+static int flush_sends(udp_sock_t *s, const char *dev_name)
+{
+    int n = s->nsend, ng, done = 0, tries = 0;
+
+    s->nsend = 0;
+    if (!s->gso || n < 2 || (ng = group_slots(s, n)) == n) {
+        return send_slots(s, 0, n, dev_name);
+    }
+    while (done < ng) {
+        int k = sendmmsg(s->fd, &s->gso_mm[done], (unsigned) (ng - done), 0), err = errno;
+        int first = s->gso_first[done], end = s->gso_first[done + 1];
+
+        if (k > 0) {
+            done += k;
+            tries = 0;
+            continue;
+        }
+        if (end - first > 1 && (EINVAL == err || EIO == err || EOPNOTSUPP == err)) {
+            s->gso = false;
+            usnic_verbose(5, "%s: %s: sends of several datagrams refused (%s): one per message "
+                          "from now on", opal_process_info.nodename, dev_name, strerror(err));
+            return send_slots(s, first, n, dev_name);
+        }
+        if (send_error_passes(err) && ++tries < UDP_SEND_TRIES) {
+            continue;
+        }
+        for (int i = first; i < end; ++i) {
+            if (OPAL_SUCCESS != send_failed(s, i, dev_name, "sendmmsg", err)) {
+                return OPAL_ERROR;
+            }
         }
         ++done;
         tries = 0;

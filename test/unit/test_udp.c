@@ -12,9 +12,14 @@
 #include "opal_config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "opal/mca/if/base/base.h"
 
@@ -84,6 +89,38 @@ static void close_proc(proc_t *p)
     for (int i = 0; i < NSEGS; ++i) {
         free(p->segs[i].buf);
     }
+}
+
+/* sendmmsg as the glue calls it (this definition is linked before libc's):
+ * each call's messages and their UDP_SEGMENT sizes are recorded, and a
+ * call with a segmented message can be refused as a device without
+ * segmentation refuses it. */
+static struct {
+    int calls, msgs;
+    uint16_t seg[8];                /* per message of the last call; 0: none */
+    bool refuse;
+} mm_seen;
+
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+    ++mm_seen.calls;
+    mm_seen.msgs = (int) n;
+    for (unsigned int i = 0; i < n; ++i) {
+        struct cmsghdr *cm = v[i].msg_hdr.msg_controllen > 0 ? CMSG_FIRSTHDR(&v[i].msg_hdr) : NULL;
+        uint16_t seg = 0;
+
+        if (NULL != cm && SOL_UDP == cm->cmsg_level && UDP_SEGMENT == cm->cmsg_type) {
+            memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
+            if (mm_seen.refuse) {
+                errno = EIO;
+                return -1;
+            }
+        }
+        if (i < 8) {
+            mm_seen.seg[i] = seg;
+        }
+    }
+    return (int) syscall(SYS_sendmmsg, fd, v, n, flags);
 }
 
 /* Poll until n completions came or a second passed; how many came. */
@@ -267,6 +304,111 @@ USNIC_TEST(udp_device_over_loopback)
     /* the signalled one's completion */
     check_int_eq(poll_for(a.prio, cqe, 1), 1);
     check(cqe[0].cookie == &sent);
+    rc = 0;
+out:
+    if (NULL != ah) {
+        ops->ah_destroy(ah);
+    }
+    close_proc(&a);
+    close_proc(&b);
+    ops->pd_free(pd);
+    for (int i = 0; i < n; ++i) {
+        ops->close(ports[i].dev);
+    }
+    free(ports);
+    (void) mca_base_framework_close(&opal_if_base_framework);
+    check_int_eq(rc, 0);
+    return 0;
+}
+
+/* b's completions: n datagrams in this order, these payloads. */
+static int got_in_order(proc_t *b, opal_btl_usnic_cqe_t *cqe, const char *const *want, int n)
+{
+    if (poll_for(b->prio, cqe, n) != n) {
+        return -1;
+    }
+    for (int i = 0; i < n; ++i) {
+        opal_btl_usnic_recv_seg_t *r = usnic_container_of(cqe[i].cookie, opal_btl_usnic_recv_seg_t,
+                                                          base);
+        if (USNIC_CQE_OK != cqe[i].status || cqe[i].len != USNIC_GRH_LEN + strlen(want[i]) ||
+            0 != memcmp(r->buf + USNIC_GRH_LEN, want[i], strlen(want[i]))) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+USNIC_TEST(udp_batch_to_one_peer_is_segmented_by_the_kernel)
+{
+    static const char *const want[] = {"aaaa", "bbbb", "cccc", "ee", "ffff", "gggg"};
+    opal_btl_usnic_port_t *ports = NULL, *lo = NULL;
+    opal_btl_usnic_pd_t *pd;
+    opal_btl_usnic_ah_t *ah = NULL;
+    opal_btl_usnic_cqe_t cqe[8];
+    opal_btl_usnic_dest_t data, prio;
+    proc_t a, b;
+    uint32_t localhost = htonl(INADDR_LOOPBACK);
+    int n = 0, rc = 1;
+
+    check_int_eq(mca_base_framework_open(&opal_if_base_framework, 0), OPAL_SUCCESS);
+    check_int_eq(ops->find_ports(&ports, &n), OPAL_SUCCESS);
+    for (int i = 0; i < n; ++i) {
+        if (ports[i].loopback && 0 == memcmp(ports[i].gid + 12, &localhost, 4)) {
+            lo = &ports[i];
+        }
+    }
+    check(NULL != lo);
+    pd = ops->pd_alloc(lo->dev, lo->dev_name);
+    check(NULL != pd);
+    if (0 != open_proc(lo, pd, 0x1234, &a) || 0 != open_proc(lo, pd, 0x5678, &b) ||
+        0 != ops->ah_create(pd, 1, 0, lo->gid, &ah)) {
+        goto out;
+    }
+    data = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    prio = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    for (int i = 4; i < NSEGS - 1; ++i) {
+        b.segs[i].next = &b.segs[i + 1];
+    }
+    check_int_eq(ops->post_recv(b.data, &b.segs[4]), OPAL_SUCCESS);
+    for (int round = 0; round < 3; ++round) {
+        /* round 1: the kernel refuses segmentation (EIO), as a device
+         * without checksum offload does; round 2: after that refusal */
+        mm_seen = (typeof(mm_seen)){.refuse = 1 == round};
+        b.segs[0].next = NULL;
+        check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
+        check_int_eq(ops->send_batch(a.data, true), OPAL_SUCCESS);
+        /* equal lengths, one shorter, then one after it, and one to b's
+         * other channel: the runs are [aaaa .. ee], [ffff], [gggg] (every
+         * datagram lands in a data buffer first: 6 of them) */
+        for (int i = 0; i < 5; ++i) {
+            check_int_eq(ops->post_send(a.data, &data, want[i], (uint32_t) strlen(want[i]), 0,
+                                        NULL, NULL), OPAL_SUCCESS);
+        }
+        check_int_eq(ops->post_send(a.data, &prio, want[5], 4, 0, NULL, NULL), OPAL_SUCCESS);
+        check_int_eq(mm_seen.calls, 0);
+        check_int_eq(ops->send_batch(a.data, false), OPAL_SUCCESS);
+        check_int_eq(got_in_order(&b, cqe, want, 6), 0);
+        if (0 == round) {
+            check_int_eq(mm_seen.calls, 1);
+            check_int_eq(mm_seen.msgs, 3);
+            /* a datagram: the 5-byte prefix and 4 bytes */
+            check_int_eq(mm_seen.seg[0], 9);
+            check_int_eq(mm_seen.seg[1], 0);
+            check_int_eq(mm_seen.seg[2], 0);
+        } else {
+            /* refused once, then one message per datagram */
+            check_int_eq(mm_seen.calls, 1 == round ? 2 : 1);
+            check_int_eq(mm_seen.msgs, 6);
+            check_int_eq(mm_seen.seg[0], 0);
+        }
+        /* the data buffers the datagrams took go back */
+        for (int i = 0; i < 5; ++i) {
+            opal_btl_usnic_recv_seg_t *r = usnic_container_of(cqe[i].cookie,
+                                                              opal_btl_usnic_recv_seg_t, base);
+            r->next = NULL;
+            check_int_eq(ops->post_recv(b.data, r), OPAL_SUCCESS);
+        }
+    }
     rc = 0;
 out:
     if (NULL != ah) {
