@@ -2,21 +2,23 @@
 # bench/rawudp-sends.sh [--rounds N] [--out DIR]: what the way of sending costs raw UDP itself,
 # in a native world of 2 hosts (MTU 9000): bench/rawudp.c's stream (-t bw) at 8 B and 1 MiB,
 # as it is (sendmmsg batches of 64 on a connected socket), with one datagram per call (-b 1),
-# and with one per call naming the peer's address (-b 1 -a: as usnic sends, one socket for
-# every peer), the three in turn in each of N rounds (default 3; the order rotates). Writes
+# with one per call naming the peer's address (-b 1 -a: as usnic sends, one socket for
+# every peer), and with the batches' runs of equal datagrams as UDP_SEGMENT messages (-g: as
+# usnic's UDP device sends a batch), the four in turn in each of N rounds (default 3; the
+# order rotates). Writes
 # DIR/results.md (default bench/results/rawudp-sends): per variant and size the median rate
 # and each round's ratio to the unchanged stream of the same round; the outputs in DIR/raw/.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
 cd "$(dirname "$0")/.." || exit 2
-VARIANTS=("batch64:" "one:-b 1" "one-named:-b 1 -a")
+VARIANTS=("batch64:" "one:-b 1" "one-named:-b 1 -a" "segmented:-g")
 
 if [ "${1:-}" = --in-world ]; then
     rounds=$2 out=$3 bin=$4
     fails=0
     for r in $(seq 1 "$rounds"); do
-        for k in 0 1 2; do
-            v=${VARIANTS[$(((k + r - 1) % 3))]}
+        for k in 0 1 2 3; do
+            v=${VARIANTS[$(((k + r - 1) % 4))]}
             name=${v%%:*} args=${v#*:}
             onhost B timeout 120 "$bin" -r -p 7777 -k 100 > /dev/null 2>&1 &
             sleep 0.5
@@ -49,7 +51,8 @@ rc=$?
     echo "bench/rawudp-sends.sh, $(date -u +%Y-%m-%dT%H:%MZ), source $(git log -1 --format=%h), $rounds"
     echo "rounds, native world of 2 hosts, MTU 9000, kernel $(uname -r), $(nproc) CPUs."
     echo "\`rawudp -t bw\`: batch64 as bench/native.sh runs it, one = \`-b 1\`, one-named ="
-    echo "\`-b 1 -a\`. Rate: MB/s at 1 MiB, datagrams/s at 8 B; ratio: to batch64 of the same round."
+    echo "\`-b 1 -a\`, segmented = \`-g\`. Rate: MB/s at 1 MiB, datagrams/s at 8 B; ratio: to batch64 of the"
+    echo "same round."
     echo
     echo "| variant | size | median rate | per round / batch64 | median ratio |"
     echo "|---|---:|---:|---|---:|"
@@ -59,7 +62,7 @@ rc=$?
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         }
         BEGIN {
-            nv = split("batch64 one one-named", v, " ")
+            nv = split("batch64 one one-named segmented", v, " ")
             for (r = 1; r <= rounds; ++r) for (i = 1; i <= nv; ++i) {
                 f = raw "/" v[i] "-r" r ".txt"
                 while ((getline line < f) > 0) {

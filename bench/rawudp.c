@@ -13,12 +13,15 @@
  *       until an initiator sends "quit"
  *   rawudp -c HOST [-p PORT] [-t lat,bw,mr] [-S SIZE,...] [-P PAIRS]
  *          [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS] [-q] [-y]
- *          [-b BATCH] [-a]
+ *          [-b BATCH] [-a] [-g]
  *       initiator: runs the tests against the responder on HOST; -q ends the
  *       responder afterwards; -y: sched_yield() on an empty poll, for more
  *       processes than CPUs (as MPI's mpi_yield_when_idle); -b: at most BATCH
  *       datagrams per sendmmsg (default and most 64); -a: every send names
- *       the peer's address, as on a socket shared by many peers (usnic's)
+ *       the peer's address, as on a socket shared by many peers (usnic's); -g:
+ *       runs of equal datagrams (the last of a run may be shorter) of a sendmmsg
+ *       go as one UDP_SEGMENT message each, which the kernel cuts into the same
+ *       datagrams (as usnic's UDP device sends a batch)
  *
  * Tests, one output line per size in bench/mpibench.c's format
  * (TEST SIZE ITERS WINDOW MEAN_US MEDIAN_US MIN_US MB/S MSG/S):
@@ -51,6 +54,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -96,6 +100,7 @@ static unsigned kill_after = 900;
 static int yield_idle; /* -y: more processes than CPUs: give the CPU up on an empty poll */
 static unsigned send_batch = BATCH;     /* -b */
 static int name_peer;                   /* -a */
+static int segment;                     /* -g */
 static struct sockaddr_in peer_addr;    /* the UDP peer, for -a */
 static long min_iters = 2, max_iters = 10000, max_warmup = 20;
 
@@ -257,6 +262,73 @@ static size_t dgram_len(const struct session *s, size_t size, uint32_t idx)
     return size - off < s->maxpay ? size - off : s->maxpay;
 }
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES (65535 - 28)
+
+/* send_all with -g: the N messages (one iovec each) as runs of UDP_SEGMENT
+ * messages, sent as send_all sends. */
+static void send_segmented(int fd, struct mmsghdr *m, unsigned n)
+{
+    struct mmsghdr g[BATCH];
+    struct iovec iov[BATCH];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } cm[BATCH];
+    unsigned first[BATCH + 1], ng = 0, sent = 0;
+
+    for (unsigned i = 0; i < n; ++i) {
+        size_t len = m[i].msg_hdr.msg_iov[0].iov_len;
+        struct msghdr *h = ng > 0 ? &g[ng - 1].msg_hdr : NULL;
+        unsigned segs = ng > 0 ? i - first[ng - 1] : 0;
+        size_t seg = segs > 0 ? iov[first[ng - 1]].iov_len : 0;
+
+        iov[i] = m[i].msg_hdr.msg_iov[0];
+        /* (joins while the run's datagrams are all as long as its first) */
+        if (NULL != h && len <= seg && iov[i - 1].iov_len == seg && segs < GSO_MAX_SEGS &&
+            (segs + 1) * seg <= GSO_MAX_BYTES) {
+            ++h->msg_iovlen;
+            continue;
+        }
+        first[ng] = i;
+        memset(&g[ng], 0, sizeof(g[ng]));
+        g[ng].msg_hdr.msg_name = m[i].msg_hdr.msg_name;
+        g[ng].msg_hdr.msg_namelen = m[i].msg_hdr.msg_namelen;
+        g[ng].msg_hdr.msg_iov = &iov[i];
+        g[ng].msg_hdr.msg_iovlen = 1;
+        ++ng;
+    }
+    first[ng] = n;
+    for (unsigned j = 0; j < ng; ++j) {
+        if (first[j + 1] - first[j] > 1) {
+            struct cmsghdr *c = &cm[j].align;
+            uint16_t seg = (uint16_t) iov[first[j]].iov_len;
+
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(seg));
+            memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+            g[j].msg_hdr.msg_control = cm[j].buf;
+            g[j].msg_hdr.msg_controllen = sizeof(cm[j].buf);
+        }
+    }
+    while (sent < ng) {
+        int k = sendmmsg(fd, &g[sent], ng - sent, 0);
+
+        if (k < 0) {
+            if (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno ||
+                ECONNREFUSED == errno) {
+                continue;
+            }
+            die("sendmmsg (UDP_SEGMENT)");
+        }
+        sent += (unsigned) k;
+    }
+}
+
 /* Sends N prepared messages, spinning while the socket is full. */
 static void send_all(int fd, struct mmsghdr *m, unsigned n)
 {
@@ -265,6 +337,10 @@ static void send_all(int fd, struct mmsghdr *m, unsigned n)
             m[i].msg_hdr.msg_name = &peer_addr;
             m[i].msg_hdr.msg_namelen = sizeof(peer_addr);
         }
+    }
+    if (segment) {
+        send_segmented(fd, m, n);
+        return;
     }
     while (n > 0) {
         int k = sendmmsg(fd, m, n < send_batch ? n : send_batch, 0);
@@ -908,8 +984,11 @@ static void usage(void)
             "usage: rawudp -r [-p PORT] [-k SECONDS]\n"
             "       rawudp -c HOST [-p PORT] [-t lat,bw,mr] [-S SIZE,...] [-P PAIRS]\n"
             "              [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS] [-q] [-y]\n"
+            "              [-b BATCH] [-a] [-g]\n"
             "  sizes >= 8 bytes; -k: give up after that many seconds (default 900);\n"
-            "  -y: sched_yield() on an empty poll (more processes than CPUs)\n");
+            "  -y: sched_yield() on an empty poll (more processes than CPUs); -b: datagrams\n"
+            "  per sendmmsg; -a: name the peer in every send; -g: runs of equal datagrams as\n"
+            "  one UDP_SEGMENT message\n");
     exit(2);
 }
 
@@ -922,7 +1001,7 @@ int main(int argc, char **argv)
     double *times;
     struct session *s;
 
-    while ((opt = getopt(argc, argv, "rc:p:k:t:S:P:T:W:n:N:qyb:a")) != -1) {
+    while ((opt = getopt(argc, argv, "rc:p:k:t:S:P:T:W:n:N:qyb:ag")) != -1) {
         switch (opt) {
         case 'r': serve = 1; break;
         case 'c': host = optarg; break;
@@ -945,6 +1024,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'a': name_peer = 1; break;
+        case 'g': segment = 1; break;
         default: usage();
         }
     }
