@@ -34,7 +34,7 @@ static inline void opal_btl_usnic_ack_done(opal_btl_usnic_endpoint_t *ep)
 
 /* An ACK names the last duplicate that arrived since the one before, so
  * that the sender can tell a resend it did not need (and why), says
- * whether a resend arrived, and whether the segment after it is known
+ * whether a resend arrived, and which run of segments after it is known
  * lost. */
 static inline void opal_btl_usnic_add_ack_flags(opal_btl_usnic_endpoint_t *ep,
                                                 usnic_btl_header_t *hdr)
@@ -45,8 +45,10 @@ static inline void opal_btl_usnic_add_ack_flags(opal_btl_usnic_endpoint_t *ep,
         ep->rx_report = 0;
     }
     if (OPAL_UNLIKELY(ep->rx.highest_rcvd != hdr->ack_seq || 0 != ep->rx.nlost)) {
-        if (usnic_rx_edge_lost(&ep->rx)) {
+        uint32_t run = usnic_rx_edge_lost(&ep->rx);
+        if (0 != run) {
             hdr->ack_flags |= USNIC_ACK_HOLE;
+            hdr->hole_run = (uint8_t) run;
         }
     }
 }

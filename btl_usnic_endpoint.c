@@ -54,7 +54,6 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->ack_hold_until_us = 0;
     ep->next_frag_id = 1;
     ep->active_large_frags = 0;
-    ep->hole_resent = false;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
     ep->rx_report = 0;
@@ -323,6 +322,7 @@ int opal_btl_usnic_endpoint_setup(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
     ++module->stats.endpoints;
     account(ep, sizeof(*ep) + USNIC_WINDOW_SIZE / 8);
     usnic_tx_window_init(&ep->tx, module->isn, (uint32_t) usnic_component.max_send_window);
+    ep->hole_resent_to = ep->tx.ack_seq_rcvd;
     set_slots(ep, USNIC_TX_TABLE_MIN);
     ep->chan_last_seq[0] = ep->chan_last_seq[1] = ep->tx.ack_seq_rcvd;
     usnic_rx_window_init(&ep->rx, remote->isn, USNIC_WINDOW_SIZE, ep->rx_bits);

@@ -83,7 +83,9 @@ typedef struct mca_btl_base_endpoint_t {
     uint32_t rtt_skip;                  /* timer starts counted toward the next sample */
     uint16_t rtt_seq;
     double rtt_start_us;
-    bool hole_resent;                   /* the reported hole at ack + 1 was resent */
+    /* Resent for a hole (reported, or the timer's) up to here, at or above
+     * the ACK: a report of the same hole resends only what lies beyond. */
+    uint16_t hole_resent_to;
     uint16_t chan_last_seq[2];          /* last first send on each channel (chan_prev) */
     double floor_raised_us;             /* when a late peer last raised the RTO floor */
     double tmo_sent_us;                 /* about when the last timer resend was first sent */

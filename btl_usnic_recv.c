@@ -344,7 +344,8 @@ recv_header_news(opal_btl_usnic_endpoint_t *ep, const usnic_btl_header_t *hdr)
 {
     if (hdr->ack_present) {
         if (OPAL_UNLIKELY(0 != hdr->ack_flags)) {
-            opal_btl_usnic_flagged_ack(ep, hdr->ack_seq, hdr->ack_flags, hdr->dup_seq);
+            opal_btl_usnic_flagged_ack(ep, hdr->ack_seq, hdr->ack_flags, hdr->dup_seq,
+                                       hdr->hole_run);
         } else {
             opal_btl_usnic_handle_ack(ep, hdr->ack_seq);
         }

@@ -64,16 +64,20 @@
  *                  which is resent at once (NewReno's partial ACKs;
  *                  flagged_ack).  One from before may only show a receiver
  *                  catching up after a timeout that was too quick (F-RTO).
- * fast retransmit  an ACK that reports the segment after it lost
- *                  (USNIC_ACK_HOLE) resends that segment at once, once per
- *                  hole (flagged_ack, resend_next).  The receiver knows a
- *                  loss, not a late segment, when one sent after it on the
- *                  same channel has arrived: each names its channel's
- *                  previous one (chan_prev), and each channel is one queue
- *                  pair, which keeps its order, while a segment on one may
- *                  overtake a backlog on the other.  A duplicate ACK alone
- *                  resends nothing: the receiver repeats its ACK while such
- *                  a late segment is on its way.
+ * fast retransmit  an ACK that reports a run of segments after it missing,
+ *                  the last of them lost (USNIC_ACK_HOLE, hole_run), resends
+ *                  at once those of the run sent on the last one's channel,
+ *                  once per hole (flagged_ack, resend_lost).  The receiver
+ *                  knows a loss, not a late segment, when one sent after it
+ *                  on the same channel has arrived: each names its
+ *                  channel's previous one (chan_prev), and each channel is
+ *                  one queue pair, which keeps its order, while a segment on
+ *                  one may overtake a backlog on the other; so the same
+ *                  channel's segments before a lost one, missing too, are
+ *                  lost (a burst, as a full queue drops, or a run of
+ *                  datagrams sent as one message and dropped whole).  A
+ *                  duplicate ACK alone resends nothing: the receiver repeats
+ *                  its ACK while such a late segment is on its way.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit of a
  *                  segment lost within USNIC_CWND_LOSS_SPAN (16) of the one
  *                  lost before it (a run of losses, as a full queue drops;
@@ -220,7 +224,9 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         opal_btl_usnic_queue_resend(module, seg);
         ++module->stats.num_timeout_retrans;
         /* (a hole report from before this resend arrived names it too) */
-        ep->hole_resent = true;
+        if (USNIC_SEQ_DIFF16(seg->seq, ep->hole_resent_to) > 0) {
+            ep->hole_resent_to = seg->seq;
+        }
         n = 1;
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
@@ -286,28 +292,42 @@ void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* ack + 1 is lost: resend it now, once per hole. */
-static void resend_next(opal_btl_usnic_endpoint_t *ep, uint16_t ack)
+/* ack + 1 .. ack + run are missing at the receiver and the last is lost:
+ * resend those of them sent on the last one's channel (which keeps its
+ * order; the other channel's may be late), once per hole. */
+static void resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run)
 {
     opal_btl_usnic_module_t *module = ep->module;
-    /* (Nothing in flight: maybe nothing ever sent, and no table yet.) */
-    uint16_t lost = (uint16_t)(ack + 1);
-    opal_btl_usnic_send_seg_t *seg =
-        0 != usnic_tx_window_inflight(&ep->tx) ? ep->sent_segs[lost & ep->tx_mask] : NULL;
+    uint16_t last = (uint16_t)(ack + run);
+    opal_btl_usnic_send_seg_t *seg;
+    bool any = false;
 
-    if (NULL != seg && !seg->on_resend_list && !ep->hole_resent) {
-        ep->hole_resent = true;
-        opal_btl_usnic_queue_resend(module, seg);
-        ++module->stats.num_fast_retrans;
-        /* (a recovery has cut already) */
-        if (!ep->in_recovery) {
-            cut(ep, false, lost);
+    /* (Nothing in flight: maybe nothing ever sent, and no table yet; a run
+     * beyond what was sent is no report of ours.) */
+    if (0 == usnic_tx_window_inflight(&ep->tx) ||
+        USNIC_SEQ_DIFF16(last, ep->tx.next_seq_to_send) >= 0 ||
+        USNIC_SEQ_DIFF16(last, ep->hole_resent_to) <= 0 ||
+        NULL == (seg = ep->sent_segs[last & ep->tx_mask])) {
+        return;
+    }
+    for (uint16_t s = (uint16_t)(ep->hole_resent_to + 1); USNIC_SEQ_DIFF16(s, last) <= 0; ++s) {
+        opal_btl_usnic_send_seg_t *lost = ep->sent_segs[s & ep->tx_mask];
+
+        if (NULL != lost && lost->base.channel == seg->base.channel && !lost->on_resend_list) {
+            opal_btl_usnic_queue_resend(module, lost);
+            ++module->stats.num_fast_retrans;
+            any = true;
         }
+    }
+    ep->hole_resent_to = last;
+    /* (a recovery has cut already) */
+    if (any && !ep->in_recovery) {
+        cut(ep, false, last);
     }
 }
 
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
-                                uint16_t dup_seq)
+                                uint16_t dup_seq, uint8_t hole_run)
 {
     opal_btl_usnic_module_t *module = ep->module;
     int16_t since = USNIC_SEQ_DIFF16(ep->tx.ack_seq_rcvd, dup_seq);
@@ -354,9 +374,10 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     /* Reported lost; or, in a recovery, still missing after the receiver
      * got a resend (an ACK from before it may only show a receiver
      * catching up, after the timeout was too quick: F-RTO's point). */
-    if ((flags & USNIC_ACK_HOLE) ||
-        (ep->in_recovery && USNIC_ACK_NEW == class && (flags & USNIC_ACK_RESEND_SEEN))) {
-        resend_next(ep, ack);
+    if (flags & USNIC_ACK_HOLE) {
+        resend_lost(ep, ack, 0 == hole_run ? 1 : hole_run);
+    } else if (ep->in_recovery && USNIC_ACK_NEW == class && (flags & USNIC_ACK_RESEND_SEEN)) {
+        resend_lost(ep, ack, 1);
     }
 }
 

@@ -73,10 +73,12 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
 
 /* An ACK with USNIC_ACK_* flags.  DUP_SEEN: dup_seq was received again, so
  * a timer resend of it was spurious (undone), and the ACK itself, if it
- * repeats the last one, is no sign of a loss.  HOLE: ack + 1 is missing
- * and resent at once (once per hole), even if the ACK moved the window. */
+ * repeats the last one, is no sign of a loss.  HOLE: ack + 1 .. ack +
+ * hole_run are missing and the last is lost: those of them sent on its
+ * channel are resent at once (once per hole), even if the ACK moved the
+ * window. */
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
-                                uint16_t dup_seq);
+                                uint16_t dup_seq, uint8_t hole_run);
 
 /* The ACK ended a round of the path's window (usnic_tx_bdp_round_end). */
 void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep);

@@ -47,7 +47,9 @@ static inline void opal_btl_usnic_timer_idle(opal_btl_usnic_endpoint_t *ep)
 static inline void opal_btl_usnic_new_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack,
                                           uint32_t acked)
 {
-    ep->hole_resent = false;
+    if (USNIC_SEQ_DIFF16(ep->hole_resent_to, ack) < 0) {
+        ep->hole_resent_to = ack;
+    }
     usnic_tx_cwnd_acked(&ep->tx, acked);
     if (OPAL_UNLIKELY(usnic_tx_bdp_round_done(&ep->tx, ack))) {
         opal_btl_usnic_bdp_round(ep);

@@ -173,9 +173,10 @@ bool usnic_rx_note_lost(usnic_rx_window_t *w, uint16_t prev, uint16_t seq)
     return 0 == d;
 }
 
-bool usnic_rx_edge_lost(usnic_rx_window_t *w)
+uint32_t usnic_rx_edge_lost(usnic_rx_window_t *w)
 {
     int16_t open = USNIC_SEQ_DIFF16(w->highest_rcvd, w->next_contig);
+    int32_t far = -1, first = 0, run = -1;
     bool edge = false;
     uint32_t i = 0;
 
@@ -187,9 +188,24 @@ bool usnic_rx_edge_lost(usnic_rx_window_t *w)
             continue;
         }
         edge |= 0 == d;
+        far = d > far ? d : far;
         ++i;
     }
-    return edge;
+    if (far <= 0) {
+        return edge ? 1 : 0;
+    }
+    /* how far the hole at the edge reaches (the edge itself is missing) */
+    while (first <= far && first < USNIC_ACK_RUN_MAX &&
+           !bit_test(w->bits, (w->start + (uint32_t) first) & (w->size - 1))) {
+        ++first;
+    }
+    for (i = 0; i < w->nlost; ++i) {
+        int32_t d = USNIC_SEQ_DIFF16(w->lost[i], w->next_contig);
+        if (d < first && d > run) {
+            run = d;
+        }
+    }
+    return run >= 0 ? (uint32_t) run + 1 : 0;
 }
 
 usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq)

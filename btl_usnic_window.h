@@ -258,9 +258,13 @@ usnic_rx_class_t usnic_rx_classify(const usnic_rx_window_t *w, uint16_t seq);
  * for a lap of sequence numbers names one that may look inside the window
  * again: at worst one resend that was not needed.) */
 bool usnic_rx_note_lost(usnic_rx_window_t *w, uint16_t prev, uint16_t seq);
-/* Whether the hole at the left edge is known lost; forgets the holes
+/* The run of segments at the left edge that is known lost: n > 0 when the
+ * n sequence numbers from the edge on are all missing and the last of them
+ * is a hole known lost (so, its channel keeping order, are those before it
+ * on the same channel); 0 when none such is known (or the run is longer
+ * than USNIC_ACK_RUN_MAX and its edge not known lost).  Forgets the holes
  * filled since.  Called for every ACK, so that none is remembered a lap. */
-bool usnic_rx_edge_lost(usnic_rx_window_t *w);
+uint32_t usnic_rx_edge_lost(usnic_rx_window_t *w);
 /* usnic_rx_mark when seq is not simply the next one in order. */
 uint32_t usnic_rx_mark_held(usnic_rx_window_t *w, uint16_t seq);
 

@@ -40,11 +40,14 @@ enum {
 /* ack_flags: since its last ACK the receiver got a datagram it already had
  * (dup_seq): the sender's resend of it was not needed. */
 #define USNIC_ACK_DUP_SEEN 0x01
-/* ack_flags: ack_seq + 1 is lost, not late: a segment sent after it on
- * the same channel has arrived (chan_prev; each channel is one queue pair,
- * which keeps its order).  Resend it now, even if this ACK also moved the
- * window. */
+/* ack_flags: ack_seq + 1 .. ack_seq + hole_run are missing, and the last
+ * of them is lost, not late: a segment sent after it on the same channel
+ * has arrived (chan_prev; each channel is one queue pair, which keeps its
+ * order), so those of them sent on that channel are lost too.  Resend
+ * them now, even if this ACK also moved the window. */
 #define USNIC_ACK_HOLE 0x02
+/* The longest hole_run (a longer run of losses waits for the timer). */
+#define USNIC_ACK_RUN_MAX 255
 /* ack_flags: since its last ACK the receiver got a resend (USNIC_HDR_RESEND):
  * where this ACK stops, it stops after the resend arrived. */
 #define USNIC_ACK_RESEND_SEEN 0x04
@@ -71,7 +74,7 @@ typedef struct {
     uint8_t tag;            /* active-message tag for the PML */
     uint8_t ack_flags;      /* USNIC_ACK_*, valid if ack_present */
     uint8_t flags;          /* USNIC_HDR_* */
-    uint8_t pad;
+    uint8_t hole_run;       /* with USNIC_ACK_HOLE: the run of missing segments (0: 1) */
     uint16_t chan_prev;     /* the sequence number first sent before this one on its
                              * channel (resends: pkt_seq itself, no claim) */
 } usnic_btl_header_t;

@@ -2960,6 +2960,34 @@ USNIC_TEST(engine_send_table_wrap_grow_shrink)
     return 0;
 }
 
+/* A burst: seven segments of the data channel dropped together (as a full
+ * queue drops them, or a run sent as one UDP_SEGMENT message).  The first
+ * arrival after them names the last; the receiver reports the run, and the
+ * sender resends all seven at once: no timer, each once. */
+USNIC_TEST(engine_burst_loss_resent_without_timer)
+{
+    world_t *w = world_new(300, 400);
+    drop_seqs_t f = {{303, 304, 305, 306, 307, 308, 309}, 7, 0};
+
+    check(NULL != w);
+    w->filter = drop_seqs;
+    w->filter_arg = &f;
+    for (int i = 0; i < 20; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_int_eq(f.dropped, 7);
+    check_all_delivered(w);
+    check_int_eq(w->timeout_rounds, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 7);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 7);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs, 0);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
 /* Datagrams small enough to be sent inline ask for a completion only every
  * signal_every sends; those completions give back all the send-queue slots,
  * and every frag still returns.  Larger ones always ask. */

@@ -219,7 +219,7 @@ USNIC_TEST(rx_known_lost)
     /* 102 sent after 100 on one channel, 101 on the other: 100 is lost */
     check(usnic_rx_note_lost(&w, 100, 102));
     usnic_rx_mark(&w, 102);
-    check(usnic_rx_edge_lost(&w));
+    check_int_eq(usnic_rx_edge_lost(&w), 1);
     /* claims about arrived, future or own sequence numbers are no news */
     check(!usnic_rx_note_lost(&w, 102, 105));
     check(!usnic_rx_note_lost(&w, 99, 103));
@@ -231,15 +231,17 @@ USNIC_TEST(rx_known_lost)
     usnic_rx_mark(&w, 106);
     check(!usnic_rx_note_lost(&w, 104, 107));       /* named twice: once */
     check_int_eq(w.nlost, 2);
-    /* 100 resent and 101 late: the edge moves to 103, which nobody named */
+    /* 100 resent and 101 late: the edge moves to 103, which nobody named,
+     * but 104 after it is lost and 103 missing too: the run 103-104 (the
+     * sender resends those of it sent on 104's channel) */
     usnic_rx_mark(&w, 100);
     usnic_rx_mark(&w, 101);
     check_int_eq(w.next_contig, 103);
-    check(!usnic_rx_edge_lost(&w));
+    check_int_eq(usnic_rx_edge_lost(&w), 2);
     check_int_eq(w.nlost, 1);
     usnic_rx_mark(&w, 103);
     check_int_eq(w.next_contig, 104);
-    check(usnic_rx_edge_lost(&w));
+    check_int_eq(usnic_rx_edge_lost(&w), 1);
     /* all filled: nothing is remembered */
     usnic_rx_mark(&w, 104);
     usnic_rx_mark(&w, 105);
@@ -252,9 +254,44 @@ USNIC_TEST(rx_known_lost)
         usnic_rx_mark(&w, (uint16_t) (109 + 2 * k));
     }
     check_int_eq(w.nlost, USNIC_RX_LOST_MAX);
-    check(!usnic_rx_edge_lost(&w));
+    /* (107 missing before 108, which is lost: the run 107-108) */
+    check_int_eq(usnic_rx_edge_lost(&w), 2);
     check(usnic_rx_note_lost(&w, 107, 200));
     check_int_eq(w.nlost, USNIC_RX_LOST_MAX);
-    check(usnic_rx_edge_lost(&w));
+    check_int_eq(usnic_rx_edge_lost(&w), 2);
+    return 0;
+}
+
+/* A burst: a run of segments lost together, the first arrival after it
+ * naming the run's last; the run reaches back to the edge only while
+ * nothing in it arrived. */
+USNIC_TEST(rx_known_lost_run)
+{
+    usnic_rx_window_t w;
+
+    usnic_rx_window_init(&w, 200, SIZE, bits);
+    usnic_rx_mark(&w, 200);
+    /* 201-207 dropped together; 208 was sent after 207 on its channel */
+    check(!usnic_rx_note_lost(&w, 207, 208));
+    usnic_rx_mark(&w, 208);
+    check_int_eq(usnic_rx_edge_lost(&w), 7);
+    /* 203 was late after all (the other channel): the run stops before it,
+     * and no hole known lost lies in 201-202 */
+    usnic_rx_mark(&w, 203);
+    check_int_eq(usnic_rx_edge_lost(&w), 0);
+    check_int_eq(w.nlost, 1);
+    /* 201 and 202 arrive: the edge is 204, and 204-207 is the run */
+    usnic_rx_mark(&w, 201);
+    usnic_rx_mark(&w, 202);
+    check_int_eq(w.next_contig, 204);
+    check_int_eq(usnic_rx_edge_lost(&w), 4);
+    /* a run longer than an ACK can name, its edge not known lost: none */
+    usnic_rx_window_init(&w, 1000, SIZE, bits);
+    check(!usnic_rx_note_lost(&w, (uint16_t) (1000 + USNIC_ACK_RUN_MAX), 1300));
+    usnic_rx_mark(&w, 1300);
+    check_int_eq(usnic_rx_edge_lost(&w), 0);
+    check(!usnic_rx_note_lost(&w, (uint16_t) (999 + USNIC_ACK_RUN_MAX), 1301));
+    usnic_rx_mark(&w, 1301);
+    check_int_eq(usnic_rx_edge_lost(&w), USNIC_ACK_RUN_MAX);
     return 0;
 }
