@@ -1,11 +1,13 @@
 #!/bin/bash
-# bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--out DIR] A.so B.so: two builds of
+# bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--loss PCT] [--out DIR] A.so B.so: two builds of
 # mca_btl_usnic.so measured against each other in the native world (tools/netns-world: 2 hosts,
 # usnic over UDP), in paired interleaved rounds (default 6; A then B in odd rounds, B then A in
 # even ones), so that each round's ratio B / A pairs two runs taken under the same conditions.
 # Each run is one job of bench/mpibench.c (-t T, default bw; -S S, default 65536,1048576,4194304;
 # -T 1500 -W 300 -n 20 -N 10000), one rank per host, each pinned to a CPU of its own, as
 # bench/native.sh's p2p job; each build from a private component directory (as USNIC_SO).
+# --loss PCT: every job runs with PCT% of what hostA sends dropped (netem on its veth, or an
+# nftables egress rule where the kernel has no netem; as bench/native.sh --loss).
 # Writes DIR/results.md (default bench/results/ab): per test and size the median of each
 # build and the paired ratios B / A of every round (for bw and mr: rate; for lat: time), and
 # DIR/raw/ (every job's output). The commit message or a doc says what A and B are.
@@ -17,10 +19,21 @@ REPO=$PWD
 
 if [ "${1:-}" = --in-world ]; then
     shift
-    rounds=$1 tests=$2 sizes=$3 out=$4 comps=$5
+    rounds=$1 tests=$2 sizes=$3 out=$4 comps=$5 loss=$6
     # shellcheck source=/dev/null
     . "$NETNS_WORLD_ENV" || exit 2
     mpicc -O2 -Wall -o "$comps/mpibench" bench/mpibench.c || exit 1
+    if [ "$loss" != 0 ] &&
+       ! ip netns exec nsA tc qdisc replace dev vethA root netem loss "$loss%" 2>/dev/null; then
+        ip netns exec nsA nft -f - <<EOF || exit 2
+table netdev usnic_ab_loss {
+    chain egress {
+        type filter hook egress device vethA priority 0;
+        numgen random mod 100000 < $(awk -v p="$loss" 'BEGIN { printf "%d", p * 1000 }') drop
+    }
+}
+EOF
+    fi
     fails=0
     for r in $(seq 1 "$rounds"); do
         order="A B"; [ $((r % 2)) = 0 ] && order="B A"
@@ -41,19 +54,20 @@ if [ "${1:-}" = --in-world ]; then
     exit $((fails > 0))
 fi
 
-rounds=6 tests=bw sizes=65536,1048576,4194304 mtu=9000 out=$REPO/bench/results/ab
+rounds=6 tests=bw sizes=65536,1048576,4194304 mtu=9000 loss=0 out=$REPO/bench/results/ab
 while [ $# -gt 2 ]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --tests) tests=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
         --mtu) mtu=$2; shift 2 ;;
+        --loss) loss=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         *) echo "ab.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 if [ $# != 2 ] || [ ! -f "$1" ] || [ ! -f "$2" ]; then
-    echo "usage: bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--out DIR] A.so B.so" >&2
+    echo "usage: bench/ab.sh [--rounds N] [--tests T] [--sizes S] [--mtu M] [--loss PCT] [--out DIR] A.so B.so" >&2
     exit 2
 fi
 comps=$(mktemp -d /tmp/usnic-ab.XXXXXX) || exit 2
@@ -68,7 +82,7 @@ done
 cp "$1" "$comps/A/mca_btl_usnic.so" && cp "$2" "$comps/B/mca_btl_usnic.so" || exit 2
 rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
 tools/netns-world/netns-world -n 2 --mtu "$mtu" \
-    "$0" --in-world "$rounds" "$tests" "$sizes" "$out" "$comps"
+    "$0" --in-world "$rounds" "$tests" "$sizes" "$out" "$comps" "$loss"
 rc=$?
 
 # the report: per test and size, each round's figure of A and B (rate: MB/s for bw, msg/s for
@@ -79,7 +93,8 @@ rc=$?
     echo "bench/ab.sh, $(date -u +%Y-%m-%dT%H:%MZ), source $(git log -1 --format='%h %cI'), $rounds paired"
     echo "rounds (A then B in odd rounds, B then A in even ones), native world of 2 hosts, MTU"
     echo "$mtu, kernel $(uname -r), $(nproc) CPUs; A sha256 $(sha256sum "$1" | cut -c1-16), B sha256"
-    echo "$(sha256sum "$2" | cut -c1-16). bench/mpibench.c -t $tests -S $sizes, one rank per host."
+    echo "$(sha256sum "$2" | cut -c1-16). bench/mpibench.c -t $tests -S $sizes, one rank per host;"
+    echo "$loss% of what hostA sends dropped."
     echo "B / A > 1: B is faster (for lat, the ratio is A / B: time)."
     echo
     echo "| test | size | A median | B median | B / A per round | median B / A |"
