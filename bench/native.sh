@@ -7,7 +7,9 @@
 # rotates from round to round), so that each round's ratios pair measurements taken under the
 # same conditions. Per round and transport:
 #   p2p   latency and streaming bandwidth by size, hostA <-> hostB, one rank per host
-#         (bench/mpibench.c -t lat,bw; rawudp -t lat,bw)
+#         (bench/mpibench.c -t lat,bw; rawudp -t lat,bw; and raw UDP's stream again with -g,
+#         runs of equal datagrams as UDP_SEGMENT messages, as usnic's UDP device sends them:
+#         job rawseg-bw)
 #   mr1, mr4   8 B message rate, 1 pair and 4 pairs (4 ranks per host, usnic/tcp with vader
 #         within a host; rawudp -P 4): rank i of hostA streams to rank i of hostB
 #   a2a   MPI_Alltoall of 64 KiB at 8 ranks on 4 hosts (2 per host; usnic/tcp with vader)
@@ -163,6 +165,7 @@ if [ "${1:-}" = --in-world ]; then
     run_raw() {
         local r=$1
         job "rawudp-p2p-r$r" rawudp -t lat,bw -S "$(csv "$SIZES")" "${MB_ARGS[@]}"
+        job "rawseg-bw-r$r" rawudp -t bw -g -S "$(csv "$SIZES")" "${MB_ARGS[@]}"
         job "rawudp-mr1-r$r" rawudp -t mr -S 8 "${MB_ARGS[@]}"
         job "rawudp-mr4-r$r" rawudp -t mr -S 8 -P 4 -y "${MB_ARGS[@]}"
     }
