@@ -141,39 +141,75 @@ static int poll_for(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int 
     return got;
 }
 
+/* The loopback's port, a protection domain on it, two "processes" (Q_Keys
+ * 0x1234 and 0x5678) and an address handle for the loopback. */
+typedef struct {
+    opal_btl_usnic_port_t *ports, *lo;
+    int n;
+    opal_btl_usnic_pd_t *pd;
+    opal_btl_usnic_ah_t *ah;
+} lo_world_t;
+
+static int lo_open(lo_world_t *w, proc_t *a, proc_t *b)
+{
+    uint32_t localhost = htonl(INADDR_LOOPBACK);
+
+    memset(w, 0, sizeof(*w));
+    memset(a, 0, sizeof(*a));
+    memset(b, 0, sizeof(*b));
+    /* (5.0's opal_init_util leaves the interface list to opal_init) */
+    if (OPAL_SUCCESS != mca_base_framework_open(&opal_if_base_framework, 0) ||
+        OPAL_SUCCESS != ops->find_ports(&w->ports, &w->n)) {
+        return -1;
+    }
+    for (int i = 0; i < w->n; ++i) {
+        if (w->ports[i].loopback && 0 == memcmp(w->ports[i].gid + 12, &localhost, 4)) {
+            w->lo = &w->ports[i];
+        }
+    }
+    if (NULL == w->lo || NULL == (w->pd = ops->pd_alloc(w->lo->dev, w->lo->dev_name))) {
+        return -1;
+    }
+    return 0 == open_proc(w->lo, w->pd, 0x1234, a) && 0 == open_proc(w->lo, w->pd, 0x5678, b) &&
+           0 == ops->ah_create(w->pd, 1, 0, w->lo->gid, &w->ah) ? 0 : -1;
+}
+
+static void lo_close(lo_world_t *w, proc_t *a, proc_t *b)
+{
+    if (NULL != w->ah) {
+        ops->ah_destroy(w->ah);
+    }
+    close_proc(a);
+    close_proc(b);
+    if (NULL != w->pd) {
+        ops->pd_free(w->pd);
+    }
+    for (int i = 0; i < w->n; ++i) {
+        ops->close(w->ports[i].dev);
+    }
+    free(w->ports);
+    (void) mca_base_framework_close(&opal_if_base_framework);
+}
+
 USNIC_TEST(udp_device_over_loopback)
 {
-    opal_btl_usnic_port_t *ports = NULL, *lo = NULL;
-    opal_btl_usnic_pd_t *pd;
-    opal_btl_usnic_ah_t *ah = NULL;
     opal_btl_usnic_cqe_t cqe[8];
     opal_btl_usnic_seg_base_t sent = {.type = USNIC_SEG_FRAG};
     opal_btl_usnic_sge_t more;
     opal_btl_usnic_dest_t dest;
+    lo_world_t w;
     proc_t a, b;
     uint32_t localhost = htonl(INADDR_LOOPBACK);
     char big[PRIO_MTU + 8], got[64];
-    int n = 0, rc = 1;
+    int rc = 1;
 
-    /* (5.0's opal_init_util leaves the interface list to opal_init) */
-    check_int_eq(mca_base_framework_open(&opal_if_base_framework, 0), OPAL_SUCCESS);
-    check_int_eq(ops->find_ports(&ports, &n), OPAL_SUCCESS);
-    for (int i = 0; i < n; ++i) {
-        if (ports[i].loopback && 0 == memcmp(ports[i].gid + 12, &localhost, 4)) {
-            lo = &ports[i];
-        }
-    }
-    check(NULL != lo);
-    check(lo->grh_ipv4);
-    check_int_eq(lo->gid[10], 0xff);
-    /* the loopback's 64 KiB MTU: capped at a jumbo frame's datagram */
-    check_int_eq(lo->port_mtu, 9000 - 28 - 5);
-    pd = ops->pd_alloc(lo->dev, lo->dev_name);
-    check(NULL != pd);
-    if (0 != open_proc(lo, pd, 0x1234, &a) || 0 != open_proc(lo, pd, 0x5678, &b) ||
-        0 != ops->ah_create(pd, 1, 0, lo->gid, &ah)) {
+    if (0 != lo_open(&w, &a, &b)) {
         goto out;
     }
+    check(w.lo->grh_ipv4);
+    check_int_eq(w.lo->gid[10], 0xff);
+    /* the loopback's 64 KiB MTU: capped at a jumbo frame's datagram */
+    check_int_eq(w.lo->port_mtu, 9000 - 28 - 5);
     check(a.prio != NULL && a.pinfo.qp_num != a.dinfo.qp_num && b.dinfo.qp_num != 0);
     /* one socket: one port under both channels */
     check_int_eq(a.pinfo.qp_num & 0xffff, a.dinfo.qp_num & 0xffff);
@@ -187,7 +223,7 @@ USNIC_TEST(udp_device_over_loopback)
     check_int_eq(ops->post_recv(b.prio, &b.segs[0]), OPAL_SUCCESS);
 
     /* a gathered, signalled send to b's data channel */
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
     more = (opal_btl_usnic_sge_t){.addr = " world", .len = 6};
     check_int_eq(ops->post_send(a.data, &dest, "hello", 5, 0, &more, &sent), OPAL_SUCCESS);
     check_int_eq(poll_for(a.prio, cqe, 1), 1);       /* the CQ both channels share */
@@ -211,7 +247,7 @@ USNIC_TEST(udp_device_over_loopback)
     /* a wrong Q_Key, and a datagram longer than the buffer: counted
      * receive errors on the buffer, which goes back to the engine; every
      * datagram lands in a data buffer first */
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x9999};
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.pinfo.qp_num, .qkey = 0x9999};
     check_int_eq(ops->post_send(a.prio, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
     check(USNIC_CQE_ERROR == cqe[0].status && cqe[0].cookie == &b.segs[6].base);
@@ -227,7 +263,7 @@ USNIC_TEST(udp_device_over_loopback)
 
     /* a channel byte that names no channel of b's socket: a counted
      * receive error on the buffer it landed in (b's data channel's) */
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qkey = 0x5678,
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qkey = 0x5678,
                                    .qpn = (b.dinfo.qp_num & 0xffff) | 5u << 16};
     check_int_eq(ops->post_send(a.data, &dest, "x", 1, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
@@ -236,10 +272,10 @@ USNIC_TEST(udp_device_over_loopback)
 
     /* with no buffer of its own posted a priority datagram waits, not lost,
      * in order, and the data channel's go on meanwhile */
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
     check_int_eq(ops->post_send(a.prio, &dest, "late", 4, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(ops->post_send(a.prio, &dest, "later", 5, 0, NULL, NULL), OPAL_SUCCESS);
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
     check_int_eq(ops->post_send(a.data, &dest, "data", 4, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 2), 1);
     check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[6].base);
@@ -260,7 +296,7 @@ USNIC_TEST(udp_device_over_loopback)
     check_int_eq(memcmp(b.segs[2].buf + USNIC_GRH_LEN, "later", 5), 0);
 
     /* copied at once while it has one; the landing buffer stays posted */
-    dest = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    dest = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
     check_int_eq(ops->post_send(a.prio, &dest, "now", 3, 0, NULL, NULL), OPAL_SUCCESS);
     check_int_eq(poll_for(b.prio, cqe, 1), 1);
     check(USNIC_CQE_OK == cqe[0].status && cqe[0].cookie == &b.segs[3].base);
@@ -306,17 +342,7 @@ USNIC_TEST(udp_device_over_loopback)
     check(cqe[0].cookie == &sent);
     rc = 0;
 out:
-    if (NULL != ah) {
-        ops->ah_destroy(ah);
-    }
-    close_proc(&a);
-    close_proc(&b);
-    ops->pd_free(pd);
-    for (int i = 0; i < n; ++i) {
-        ops->close(ports[i].dev);
-    }
-    free(ports);
-    (void) mca_base_framework_close(&opal_if_base_framework);
+    lo_close(&w, &a, &b);
     check_int_eq(rc, 0);
     return 0;
 }
@@ -341,31 +367,17 @@ static int got_in_order(proc_t *b, opal_btl_usnic_cqe_t *cqe, const char *const 
 USNIC_TEST(udp_batch_to_one_peer_is_segmented_by_the_kernel)
 {
     static const char *const want[] = {"aaaa", "bbbb", "cccc", "ee", "ffff", "gggg"};
-    opal_btl_usnic_port_t *ports = NULL, *lo = NULL;
-    opal_btl_usnic_pd_t *pd;
-    opal_btl_usnic_ah_t *ah = NULL;
     opal_btl_usnic_cqe_t cqe[8];
     opal_btl_usnic_dest_t data, prio;
+    lo_world_t w;
     proc_t a, b;
-    uint32_t localhost = htonl(INADDR_LOOPBACK);
-    int n = 0, rc = 1;
+    int rc = 1;
 
-    check_int_eq(mca_base_framework_open(&opal_if_base_framework, 0), OPAL_SUCCESS);
-    check_int_eq(ops->find_ports(&ports, &n), OPAL_SUCCESS);
-    for (int i = 0; i < n; ++i) {
-        if (ports[i].loopback && 0 == memcmp(ports[i].gid + 12, &localhost, 4)) {
-            lo = &ports[i];
-        }
-    }
-    check(NULL != lo);
-    pd = ops->pd_alloc(lo->dev, lo->dev_name);
-    check(NULL != pd);
-    if (0 != open_proc(lo, pd, 0x1234, &a) || 0 != open_proc(lo, pd, 0x5678, &b) ||
-        0 != ops->ah_create(pd, 1, 0, lo->gid, &ah)) {
+    if (0 != lo_open(&w, &a, &b)) {
         goto out;
     }
-    data = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
-    prio = (opal_btl_usnic_dest_t){.ah = ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
+    data = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.dinfo.qp_num, .qkey = 0x5678};
+    prio = (opal_btl_usnic_dest_t){.ah = w.ah, .qpn = b.pinfo.qp_num, .qkey = 0x5678};
     for (int i = 4; i < NSEGS - 1; ++i) {
         b.segs[i].next = &b.segs[i + 1];
     }
@@ -411,17 +423,7 @@ USNIC_TEST(udp_batch_to_one_peer_is_segmented_by_the_kernel)
     }
     rc = 0;
 out:
-    if (NULL != ah) {
-        ops->ah_destroy(ah);
-    }
-    close_proc(&a);
-    close_proc(&b);
-    ops->pd_free(pd);
-    for (int i = 0; i < n; ++i) {
-        ops->close(ports[i].dev);
-    }
-    free(ports);
-    (void) mca_base_framework_close(&opal_if_base_framework);
+    lo_close(&w, &a, &b);
     check_int_eq(rc, 0);
     return 0;
 }
