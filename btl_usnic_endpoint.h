@@ -86,6 +86,19 @@ typedef struct mca_btl_base_endpoint_t {
     /* Resent for a hole (reported, or the timer's) up to here, at or above
      * the ACK: a report of the same hole resends only what lies beyond. */
     uint16_t hole_resent_to;
+    /* A reported hole waiting out the path's reordering window (reo):
+     * until hole_due_us, then its run up to hole_wait_to is resent; a
+     * longer run reported meanwhile (hole_next_to) waits after it. */
+    usnic_reo_t reo;
+    bool hole_waiting;
+    uint16_t hole_wait_to;
+    uint16_t hole_next_to;
+    double hole_due_us;
+    /* The last run of fast resends, fast_lo .. fast_hi, open until the
+     * peer reports one of them twice or a new run replaces it. */
+    bool fast_open;
+    uint16_t fast_lo;
+    uint16_t fast_hi;
     uint16_t chan_last_seq[2];          /* last first send on each channel (chan_prev) */
     double floor_raised_us;             /* when a late peer last raised the RTO floor */
     double tmo_sent_us;                 /* about when the last timer resend was first sent */

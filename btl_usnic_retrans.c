@@ -153,6 +153,9 @@ void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
     usnic_rto_init(&ep->rto, (uint32_t) usnic_component.retrans_timeout, USNIC_MAX_RTO_US);
     ep->rtt_timing = false;
     ep->rtt_skip = 0;
+    ep->reo.steps = ep->reo.persist = 0;
+    ep->hole_waiting = false;
+    ep->fast_open = false;
     ep->last_ack_time = opal_btl_usnic_now_us() / 1e6;
 }
 
@@ -234,6 +237,8 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     return n;
 }
 
+static int hole_wait_over(opal_btl_usnic_endpoint_t *ep, double now);
+
 int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, bool backlog)
 {
     opal_list_item_t *li, *next;
@@ -254,6 +259,7 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
         if (!ep->timer_running) {
             opal_list_remove_item(&module->endpoints_with_timers, li);
             ep->on_timer_list = false;
+            ep->hole_waiting = false;
             /* nothing in flight: its send table goes back to the pool */
             opal_btl_usnic_endpoint_tx_release(ep);
         } else if (ep->rto_restart) {
@@ -268,6 +274,14 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
             }
         } else if (now >= ep->rto_deadline_us + (backlog ? ep->rto.rto_us : 0)) {
             n += timer_expired(module, ep, now);
+        }
+        if (OPAL_UNLIKELY(ep->hole_waiting)) {
+            if (now >= ep->hole_due_us) {
+                n += hole_wait_over(ep, now);
+            }
+            if (ep->hole_waiting && ep->hole_due_us < due) {
+                due = ep->hole_due_us;
+            }
         }
         if (ep->timer_running && ep->rto_deadline_us < due) {
             due = ep->rto_deadline_us;
@@ -295,12 +309,12 @@ void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep)
 /* ack + 1 .. ack + run are missing at the receiver and the last is lost:
  * resend those of them sent on the last one's channel (which keeps its
  * order; the other channel's may be late), once per hole. */
-static void resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run)
+static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint16_t last = (uint16_t)(ack + run);
     opal_btl_usnic_send_seg_t *seg;
-    bool any = false;
+    int n = 0;
 
     /* (Nothing in flight: maybe nothing ever sent, and no table yet; a run
      * beyond what was sent is no report of ours.) */
@@ -308,7 +322,7 @@ static void resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t ru
         USNIC_SEQ_DIFF16(last, ep->tx.next_seq_to_send) >= 0 ||
         USNIC_SEQ_DIFF16(last, ep->hole_resent_to) <= 0 ||
         NULL == (seg = ep->sent_segs[last & ep->tx_mask])) {
-        return;
+        return 0;
     }
     for (uint16_t s = (uint16_t)(ep->hole_resent_to + 1); USNIC_SEQ_DIFF16(s, last) <= 0; ++s) {
         opal_btl_usnic_send_seg_t *lost = ep->sent_segs[s & ep->tx_mask];
@@ -316,14 +330,79 @@ static void resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t ru
         if (NULL != lost && lost->base.channel == seg->base.channel && !lost->on_resend_list) {
             opal_btl_usnic_queue_resend(module, lost);
             ++module->stats.num_fast_retrans;
-            any = true;
+            if (0 == n++) {
+                ep->fast_lo = s;
+            }
+            ep->fast_hi = s;
         }
     }
     ep->hole_resent_to = last;
-    /* (a recovery has cut already) */
-    if (any && !ep->in_recovery) {
-        cut(ep, false, last);
+    if (0 != n) {
+        ep->fast_open = true;
+        /* (a recovery has cut already) */
+        if (!ep->in_recovery) {
+            cut(ep, false, last);
+        }
     }
+    return n;
+}
+
+/* The receiver reports ack + 1 .. ack + run missing, the last lost: on a
+ * path known to reorder, the run waits out the reordering window first
+ * (the segments may be late, not lost); a longer run reported meanwhile
+ * waits after it. */
+static void hole_reported(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    double wait = usnic_reo_wait_us(&ep->reo, &ep->rto);
+    uint16_t last = (uint16_t)(ack + run);
+
+    if (0 == wait) {
+        resend_lost(ep, ack, run);
+        return;
+    }
+    /* (what resend_lost would ignore needs no wait) */
+    if (USNIC_SEQ_DIFF16(last, ep->tx.next_seq_to_send) >= 0 ||
+        USNIC_SEQ_DIFF16(last, ep->hole_resent_to) <= 0) {
+        return;
+    }
+    /* (a wait whose runs were all acknowledged since is over) */
+    if (ep->hole_waiting && USNIC_SEQ_DIFF16(ep->hole_next_to, ack) > 0) {
+        if (USNIC_SEQ_DIFF16(last, ep->hole_next_to) > 0) {
+            ep->hole_next_to = last;
+        }
+        return;
+    }
+    ep->hole_waiting = true;
+    ep->hole_wait_to = ep->hole_next_to = last;
+    ep->hole_due_us = opal_btl_usnic_now_us() + wait;
+    if (ep->hole_due_us < module->timer_due_us) {
+        module->timer_due_us = ep->hole_due_us;
+    }
+    ++module->stats.num_reorder_waits;
+}
+
+/* The window is over: resend what is still missing of the run (a loss
+ * after all), and start the wait of a longer run reported meanwhile. */
+static int hole_wait_over(opal_btl_usnic_endpoint_t *ep, double now)
+{
+    uint16_t ack = ep->tx.ack_seq_rcvd;
+    int n = 0;
+
+    ep->hole_waiting = false;
+    if (USNIC_SEQ_DIFF16(ep->hole_wait_to, ack) > 0) {
+        n = resend_lost(ep, ack, (uint16_t)(ep->hole_wait_to - ack));
+        if (0 != n) {
+            usnic_reo_loss(&ep->reo);
+        }
+    }
+    if (USNIC_SEQ_DIFF16(ep->hole_next_to, ep->hole_resent_to) > 0 &&
+        USNIC_SEQ_DIFF16(ep->hole_next_to, ack) > 0) {
+        ep->hole_waiting = true;
+        ep->hole_wait_to = ep->hole_next_to;
+        ep->hole_due_us = now + usnic_reo_wait_us(&ep->reo, &ep->rto);
+    }
+    return n;
 }
 
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
@@ -359,6 +438,16 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
             }
         }
     }
+    /* A fast resend the receiver got twice: the original was late, not
+     * lost (near the window: not a report from a lap ago).  Holes wait
+     * longer from now on. */
+    if ((flags & USNIC_ACK_DUP_SEEN) && ep->fast_open &&
+        USNIC_SEQ_DIFF16(dup_seq, ep->fast_lo) >= 0 && USNIC_SEQ_DIFF16(dup_seq, ep->fast_hi) <= 0 &&
+        since > -4096 && since < 4096) {
+        ep->fast_open = false;
+        usnic_reo_proven(&ep->reo);
+        ++module->stats.num_spurious_fast;
+    }
     /* The resend reached the receiver and this ACK covers it: whether it was
      * needed or not, no later report proves it spurious (a duplicate of
      * it, the network's or a lap later, would otherwise pass for one). */
@@ -375,7 +464,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
      * got a resend (an ACK from before it may only show a receiver
      * catching up, after the timeout was too quick: F-RTO's point). */
     if (flags & USNIC_ACK_HOLE) {
-        resend_lost(ep, ack, 0 == hole_run ? 1 : hole_run);
+        hole_reported(ep, ack, 0 == hole_run ? 1 : hole_run);
     } else if (ep->in_recovery && USNIC_ACK_NEW == class && (flags & USNIC_ACK_RESEND_SEEN)) {
         resend_lost(ep, ack, 1);
     }

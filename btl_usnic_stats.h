@@ -24,6 +24,8 @@
     X(num_timeout_retrans, "retransmits caused by the retransmit timer")     \
     X(num_timer_unsent, "retransmit timer expiries for a segment the device had not sent yet (timer restarted, nothing resent)") \
     X(num_fast_retrans, "retransmits at once: a hole the receiver reported, or the segment a recovery's partial ACK shows missing") \
+    X(num_spurious_fast, "fast retransmits the peer received twice: the path reorders (its reordering window grows)") \
+    X(num_reorder_waits, "reported holes that waited out the reordering window before any resend") \
     X(num_cwnd_cuts, "congestion window reductions after a loss")            \
     X(num_spurious_timeouts, "retransmit timeouts undone: the peer reported the resent segment a duplicate") \
     X(num_total_recvs, "datagrams received")                                  \

@@ -318,6 +318,21 @@ void usnic_rto_backoff(usnic_rto_t *r)
     r->rto_us = rto_clamp(r, 2.0 * r->rto_us);
 }
 
+void usnic_reo_proven(usnic_reo_t *r)
+{
+    if (r->steps < USNIC_REO_STEPS_MAX) {
+        ++r->steps;
+    }
+    r->persist = USNIC_REO_PERSIST;
+}
+
+void usnic_reo_loss(usnic_reo_t *r)
+{
+    if (0 != r->steps && 0 == --r->persist) {
+        r->steps = 0;
+    }
+}
+
 usnic_peer_verdict_t usnic_peer_judge(usnic_peer_watch_t *w, double now, double last_seen,
                                       double timeout, bool restart)
 {

@@ -328,6 +328,30 @@ void usnic_rto_raise_floor(usnic_rto_t *r, double late_us, uint32_t cap_us);
 /* Halve a raised floor, down to the configured one; false if not raised. */
 bool usnic_rto_lower_floor(usnic_rto_t *r);
 
+/* ---- reordering window ---- */
+
+/* How long a reported hole waits before its run is resent: not at all
+ * until the path proves that it reorders (the peer got a fast resend
+ * twice: the original was late, not lost); then a quarter of the smoothed
+ * round trip per proof, up to the whole (RACK's adaptive window).  After
+ * USNIC_REO_PERSIST holes that waited and still had to be resent, with no
+ * proof between, the path is taken to keep its order again. */
+#define USNIC_REO_STEPS_MAX 4
+#define USNIC_REO_PERSIST 16
+typedef struct {
+    uint8_t steps;
+    uint8_t persist;
+} usnic_reo_t;
+
+static inline double usnic_reo_wait_us(const usnic_reo_t *r, const usnic_rto_t *rto)
+{
+    return r->steps * rto->srtt_us / 4;
+}
+/* A fast resend arrived twice at the peer. */
+void usnic_reo_proven(usnic_reo_t *r);
+/* A hole that waited was still missing: a loss after all. */
+void usnic_reo_loss(usnic_reo_t *r);
+
 /* ---- dead-peer detection ---- */
 
 /* A peer holding our data unacknowledged is dead only if, for the timeout,

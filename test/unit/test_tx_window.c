@@ -296,6 +296,41 @@ USNIC_TEST(rto_late_floor)
     return 0;
 }
 
+/* The reordering window: none until a proof, a quarter of the smoothed
+ * round trip per proof up to the whole; USNIC_REO_PERSIST losses with no
+ * proof between take it away, a proof between starts the count again. */
+USNIC_TEST(reo_window_grows_and_lapses)
+{
+    usnic_reo_t r = {0, 0};
+    usnic_rto_t rto;
+
+    usnic_rto_init(&rto, 5000, 1000000);
+    usnic_rto_sample(&rto, 800);
+    check(rto.srtt_us > 0);
+    check(0 == usnic_reo_wait_us(&r, &rto));
+    usnic_reo_loss(&r);                             /* no window to lose */
+    check_int_eq(r.steps, 0);
+    usnic_reo_proven(&r);
+    check(usnic_reo_wait_us(&r, &rto) == rto.srtt_us / 4);
+    for (int i = 0; i < 10; ++i) {
+        usnic_reo_proven(&r);
+    }
+    check(usnic_reo_wait_us(&r, &rto) == rto.srtt_us);
+    for (int i = 0; i < USNIC_REO_PERSIST - 1; ++i) {
+        usnic_reo_loss(&r);
+    }
+    check_int_eq(r.steps, USNIC_REO_STEPS_MAX);
+    usnic_reo_proven(&r);
+    for (int i = 0; i < USNIC_REO_PERSIST - 1; ++i) {
+        usnic_reo_loss(&r);
+    }
+    check_int_eq(r.steps, USNIC_REO_STEPS_MAX);
+    usnic_reo_loss(&r);
+    check_int_eq(r.steps, 0);
+    check(0 == usnic_reo_wait_us(&r, &rto));
+    return 0;
+}
+
 /* Losses a run apart are congestion; a lone one is noise (no cut for it). */
 USNIC_TEST(tx_loss_clustered)
 {
