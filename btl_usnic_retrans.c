@@ -66,8 +66,9 @@
  *                  catching up after a timeout that was too quick (F-RTO).
  * fast retransmit  an ACK that reports a run of segments after it missing,
  *                  the last of them lost (USNIC_ACK_HOLE, hole_run), resends
- *                  at once those of the run sent on the last one's channel,
- *                  once per hole (flagged_ack, resend_lost).  The receiver
+ *                  those of the run sent on the last one's channel, at once
+ *                  unless the path reorders (below), once per hole
+ *                  (flagged_ack, resend_lost).  The receiver
  *                  knows a loss, not a late segment, when one sent after it
  *                  on the same channel has arrived: each names its
  *                  channel's previous one (chan_prev), and each channel is
@@ -78,6 +79,17 @@
  *                  datagrams sent as one message and dropped whole).  A
  *                  duplicate ACK alone resends nothing: the receiver repeats
  *                  its ACK while such a late segment is on its way.
+ * reordering       a path that reorders within a channel (netem does; a
+ *                  queue pair and a UDP flow on one path do not) makes late
+ *                  segments look lost.  A fast resend the receiver then
+ *                  gets twice (USNIC_ACK_DUP_SEEN naming one of the last
+ *                  run) proves it: from then on a reported run waits, before
+ *                  it is resent, a quarter of the smoothed round trip per
+ *                  proof, up to the whole, and is not resent if acknowledged
+ *                  meanwhile (RACK's adaptive window; hole_reported,
+ *                  hole_wait_over, usnic_reo_* of btl_usnic_window.c).  After
+ *                  USNIC_REO_PERSIST (16) runs that waited and were still
+ *                  missing, with no proof between, runs go at once again.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit of a
  *                  segment lost within USNIC_CWND_LOSS_SPAN (16) of the one
  *                  lost before it (a run of losses, as a full queue drops;
@@ -229,6 +241,11 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         /* (a hole report from before this resend arrived names it too) */
         if (USNIC_SEQ_DIFF16(seg->seq, ep->hole_resent_to) > 0) {
             ep->hole_resent_to = seg->seq;
+        }
+        /* (sent twice by us now: a copy of it proves no reordering) */
+        if (ep->fast_open && USNIC_SEQ_DIFF16(seg->seq, ep->fast_lo) >= 0 &&
+            USNIC_SEQ_DIFF16(seg->seq, ep->fast_hi) <= 0) {
+            ep->fast_open = false;
         }
         n = 1;
     }

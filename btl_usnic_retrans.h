@@ -75,8 +75,9 @@ static inline void opal_btl_usnic_retrans_first_send(opal_btl_usnic_endpoint_t *
  * a timer resend of it was spurious (undone), and the ACK itself, if it
  * repeats the last one, is no sign of a loss.  HOLE: ack + 1 .. ack +
  * hole_run are missing and the last is lost: those of them sent on its
- * channel are resent at once (once per hole), even if the ACK moved the
- * window. */
+ * channel are resent (once per hole), even if the ACK moved the window; at
+ * once, or on a path that reorders after its reordering window if still
+ * missing.  A DUP_SEEN naming a fast resend proves that the path reorders. */
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
                                 uint16_t dup_seq, uint8_t hole_run);
 

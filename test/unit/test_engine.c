@@ -3065,6 +3065,61 @@ USNIC_TEST(engine_reordering_path_learns_to_wait)
     return 0;
 }
 
+/* A segment the sender itself sent three times (first, for a reported
+ * hole, then by the timer) and the receiver got twice proves nothing about
+ * the path: no reordering window follows.  The hole's resends are held off
+ * the wire until the timer's resend has filled the hole's edge. */
+USNIC_TEST(engine_double_resend_proves_no_reordering)
+{
+    world_t *w = world_new(300, 400);
+    drop_seqs_t lost = {{303, 304, 305, 306}, 4, 0, false};
+    fake_dgram_t held[4];
+    int nheld = 0;
+    opal_btl_usnic_stats_t *st;
+
+    check(NULL != w);
+    st = STATS(w, SIDE_A);
+    w->filter = drop_seqs;
+    w->filter_arg = &lost;
+    for (int i = 0; i < 30; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    /* (progress posts the resends in the pass that reads the report) */
+    for (int i = 0; i < 10000 && st->num_fast_retrans < 4; ++i) {
+        world_net_step(w);
+        world_progress(w, SIDE_B);
+        world_progress(w, SIDE_A);
+    }
+    check_int_eq(st->num_fast_retrans, 4);
+    for (size_t i = 0; i < fake_wire_count();) {
+        const usnic_btl_header_t *h = dgram_hdr(fake_wire_peek(i));
+
+        if (USNIC_PAYLOAD_TYPE_ACK != h->payload_type && (h->flags & USNIC_HDR_RESEND)) {
+            check(nheld < 4);
+            check(fake_wire_take(i, &held[nheld++]));
+        } else {
+            ++i;
+        }
+    }
+    check_int_eq(nheld, 4);
+    check_int_eq(dgram_hdr(&held[0])->pkt_seq, 303);
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    /* the hole's resends arrive last, 303's after the others */
+    for (int i = 1; i <= 4; ++i) {
+        fake_wire_push(&held[i % 4]);
+    }
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(st->num_spurious_fast, 0);
+    check_int_eq(w->ep[SIDE_A]->reo.steps, 0);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
 /* Datagrams small enough to be sent inline ask for a completion only every
  * signal_every sends; those completions give back all the send-queue slots,
  * and every frag still returns.  Larger ones always ask. */
