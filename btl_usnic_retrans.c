@@ -83,13 +83,15 @@
  *                  queue pair and a UDP flow on one path do not) makes late
  *                  segments look lost.  A fast resend the receiver then
  *                  gets twice (USNIC_ACK_DUP_SEEN naming one of the last
- *                  run) proves it: from then on a reported run waits, before
- *                  it is resent, a quarter of the smoothed round trip per
- *                  proof, up to the whole, and is not resent if acknowledged
- *                  meanwhile (RACK's adaptive window; hole_reported,
- *                  hole_wait_over, usnic_reo_* of btl_usnic_window.c).  After
- *                  USNIC_REO_PERSIST (16) runs that waited and were still
- *                  missing, with no proof between, runs go at once again.
+ *                  run it reported, none of them resent by the timer too,
+ *                  nor a recovery's guess) proves it: from then on a
+ *                  reported run waits, before it is resent, a quarter of
+ *                  the smoothed round trip per proof, up to the whole, and
+ *                  is not resent if acknowledged meanwhile (RACK's adaptive
+ *                  window; hole_reported, hole_wait_over, usnic_reo_* of
+ *                  btl_usnic_window.c).  After USNIC_REO_PERSIST (16) runs
+ *                  that waited and were still missing, with no proof
+ *                  between, runs go at once again.
  * congestion       btl_usnic_congestion_control (on): a fast retransmit of a
  *                  segment lost within USNIC_CWND_LOSS_SPAN (16) of the one
  *                  lost before it (a run of losses, as a full queue drops;
@@ -325,8 +327,10 @@ void opal_btl_usnic_bdp_round(opal_btl_usnic_endpoint_t *ep)
 
 /* ack + 1 .. ack + run are missing at the receiver and the last is lost:
  * resend those of them sent on the last one's channel (which keeps its
- * order; the other channel's may be late), once per hole. */
-static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run)
+ * order; the other channel's may be late), once per hole.  reported: the
+ * receiver named the run, so a copy of one of them arriving there proves
+ * that the path reorders (a recovery's guess proves nothing). */
+static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run, bool reported)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint16_t last = (uint16_t)(ack + run);
@@ -355,7 +359,7 @@ static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run
     }
     ep->hole_resent_to = last;
     if (0 != n) {
-        ep->fast_open = true;
+        ep->fast_open = reported;
         /* (a recovery has cut already) */
         if (!ep->in_recovery) {
             cut(ep, false, last);
@@ -375,7 +379,7 @@ static void hole_reported(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t 
     uint16_t last = (uint16_t)(ack + run);
 
     if (0 == wait) {
-        resend_lost(ep, ack, run);
+        resend_lost(ep, ack, run, true);
         return;
     }
     /* (what resend_lost would ignore needs no wait) */
@@ -408,7 +412,7 @@ static int hole_wait_over(opal_btl_usnic_endpoint_t *ep, double now)
 
     ep->hole_waiting = false;
     if (USNIC_SEQ_DIFF16(ep->hole_wait_to, ack) > 0) {
-        n = resend_lost(ep, ack, (uint16_t)(ep->hole_wait_to - ack));
+        n = resend_lost(ep, ack, (uint16_t)(ep->hole_wait_to - ack), true);
         if (0 != n) {
             usnic_reo_loss(&ep->reo);
         }
@@ -483,7 +487,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     if (flags & USNIC_ACK_HOLE) {
         hole_reported(ep, ack, 0 == hole_run ? 1 : hole_run);
     } else if (ep->in_recovery && USNIC_ACK_NEW == class && (flags & USNIC_ACK_RESEND_SEEN)) {
-        resend_lost(ep, ack, 1);
+        resend_lost(ep, ack, 1, false);
     }
 }
 

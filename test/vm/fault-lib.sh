@@ -173,7 +173,8 @@ pct() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", (d > 0 ? 100 * n / d : 0
 #   corrupt  datagrams were lost in both directions (rxe drops a corrupted datagram: its ICRC
 #            is wrong), and usnic retransmitted
 #   reorder  every datagram usnic sent (num_total_sends) went through the delaying netem on
-#            both hosts, which dropped nothing
+#            both hosts, which dropped nothing; with REORDER_P2P_RESENDS_MAX set, the p2p
+#            workload resent at most that many segments (both hosts)
 #   dup      both hosts received duplicates (num_dup_recvs + num_oow_low_recvs: a duplicate of
 #            a datagram that was already in order lies below the window), and in at least one
 #            direction more datagrams arrived than were sent
@@ -320,7 +321,14 @@ fault_run() {
         [ -z "$passes" ]
         verdict $? "$what: all datagrams went through the reordering netem ($summary)" \
             "$what: on$passes the data-path netem did not pass every datagram usnic sent" \
-            "($(per num_total_sends)), or dropped some: $summary" ;;
+            "($(per num_total_sends)), or dropped some: $summary"
+        if [ "$prog" = p2p ] && [ -n "${REORDER_P2P_RESENDS_MAX:-}" ]; then
+            [ "$resends_all" -le "$REORDER_P2P_RESENDS_MAX" ]
+            verdict $? "$what: $resends_all resends, at most $REORDER_P2P_RESENDS_MAX" \
+                "$what: $resends_all resends, more than $REORDER_P2P_RESENDS_MAX: late segments" \
+                "taken for lost (reordering window: $(per num_reorder_waits) waits," \
+                "$(per num_spurious_fast) proofs)"
+        fi ;;
     dup)
         [ -z "$nodup" ]
         verdict $? "$what: duplicates dropped: $dupl" \
