@@ -320,14 +320,14 @@ fault_run() {
     reorder)
         [ -z "$passes" ]
         verdict $? "$what: all datagrams went through the reordering netem ($summary)" \
-            "$what: on$passes the data-path netem did not pass every datagram usnic sent" \
-            "($(per num_total_sends)), or dropped some: $summary"
+            "$what: on$passes the data-path netem did not pass every datagram usnic sent\
+ ($(per num_total_sends)), or dropped some: $summary"
         if [ "$prog" = p2p ] && [ -n "${REORDER_P2P_RESENDS_MAX:-}" ]; then
             [ "$resends_all" -le "$REORDER_P2P_RESENDS_MAX" ]
             verdict $? "$what: $resends_all resends, at most $REORDER_P2P_RESENDS_MAX" \
-                "$what: $resends_all resends, more than $REORDER_P2P_RESENDS_MAX: late segments" \
-                "taken for lost (reordering window: $(per num_reorder_waits) waits," \
-                "$(per num_spurious_fast) proofs)"
+                "$what: $resends_all resends, more than $REORDER_P2P_RESENDS_MAX: late segments\
+ taken for lost (reordering window: $(per num_reorder_waits) waits,\
+ $(per num_spurious_fast) proofs)"
         fi ;;
     dup)
         [ -z "$nodup" ]
