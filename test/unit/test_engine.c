@@ -3120,6 +3120,65 @@ USNIC_TEST(engine_double_resend_proves_no_reordering)
     return 0;
 }
 
+/* Take the first datagram on the wire carrying data segment seq (a resend
+ * or not, as asked) off it, into *out. */
+static bool take_seg(uint16_t seq, bool resend, fake_dgram_t *out)
+{
+    for (size_t i = 0; i < fake_wire_count(); ++i) {
+        const usnic_btl_header_t *h = dgram_hdr(fake_wire_peek(i));
+
+        if (USNIC_PAYLOAD_TYPE_ACK != h->payload_type && h->pkt_seq == seq &&
+            resend == !!(h->flags & USNIC_HDR_RESEND)) {
+            return fake_wire_take(i, out);
+        }
+    }
+    return false;
+}
+
+/* After a timeout, a partial ACK makes the sender guess the next segment
+ * lost and resend it; when the original was only late and arrives first,
+ * the receiver reports the guess a duplicate.  That proves a spurious
+ * guess, not a path that reorders: no reordering window follows. */
+USNIC_TEST(engine_recovery_guess_proves_no_reordering)
+{
+    world_t *w = world_new(300, 400);
+    drop_seqs_t lost = {{328}, 1, 0, false};
+    fake_dgram_t late, guess;
+    opal_btl_usnic_stats_t *st;
+
+    check(NULL != w);
+    st = STATS(w, SIDE_A);
+    w->filter = drop_seqs;
+    w->filter_arg = &lost;
+    w->paused = true;
+    for (int i = 0; i < 30; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check(take_seg(329, false, &late));
+    w->paused = false;
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    /* (progress posts the guess in the pass that reads the partial ACK) */
+    for (int i = 0; i < 10000 && 0 == st->num_fast_retrans; ++i) {
+        world_net_step(w);
+        world_progress(w, SIDE_B);
+        world_progress(w, SIDE_A);
+    }
+    check_int_eq(st->num_fast_retrans, 1);
+    check(take_seg(329, true, &guess));
+    fake_wire_push(&late);
+    fake_wire_push(&guess);
+    check_int_eq(world_run(w, 10000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    check_int_eq(st->num_spurious_fast, 0);
+    check_int_eq(w->ep[SIDE_A]->reo.steps, 0);
+    check_ok(world_verify_counters(w));
+    world_fini(w);
+    return 0;
+}
+
 /* Datagrams small enough to be sent inline ask for a completion only every
  * signal_every sends; those completions give back all the send-queue slots,
  * and every frag still returns.  Larger ones always ask. */
