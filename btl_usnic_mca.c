@@ -247,6 +247,7 @@ int opal_btl_usnic_component_register(void)
                       c->want_numa_device_assignment, 0, 1, "0 or 1");
     /* A delayed ACK leaves well before the shortest timer of a sender. */
     c->ack_hold_us = c->retrans_timeout / 8.0;
+    c->away_us = c->retrans_timeout / 2.0;
 
     /* Base BTL values: defaults here, registered (and overridable) as
      * btl_usnic_exclusivity, btl_usnic_eager_limit, ... by the BTL base. */

@@ -179,9 +179,6 @@ static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_
     if (OPAL_UNLIKELY(module->dead)) {
         return 0;
     }
-    if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
-        opal_btl_usnic_connectivity_report();
-    }
     /* One CQ for both channels, one poll per pass.  A full batch that held
      * priority receives is followed by more (drain_priority): the priority
      * receive queue is small, and ACKs left waiting while a busy sender's peers
@@ -258,6 +255,11 @@ int opal_btl_usnic_component_progress(void)
         double now = opal_btl_usnic_now_us();
         c->coarse_time = now / 1e6;
         c->progress_stamp_us = (int64_t) now;
+        /* (the checker gives up after seconds: a report 256 passes late
+         * is in time, and the other passes need not look) */
+        if (OPAL_UNLIKELY(opal_btl_usnic_connectivity_failed)) {
+            opal_btl_usnic_connectivity_report();
+        }
     }
     for (int i = 0; i < c->num_modules; ++i) {
         count += module_progress(&c->modules[i]);

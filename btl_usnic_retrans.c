@@ -264,7 +264,7 @@ int opal_btl_usnic_check_timers(opal_btl_usnic_module_t *module, double now, boo
     /* This process was away (descheduled, computing): nothing it saw says
      * the peers are late, their answers may be on the way.  What is due
      * gets half a timeout of our attention first. */
-    bool away = now - module->last_timer_check_us > usnic_component.retrans_timeout / 2.0;
+    bool away = now - module->last_timer_check_us > usnic_component.away_us;
     double due = HUGE_VAL;
     int n = 0;
 

@@ -118,7 +118,7 @@ static inline int opal_btl_usnic_timers_pass(opal_btl_usnic_module_t *module, do
                                              bool backlog)
 {
     if (OPAL_LIKELY(now < module->timer_due_us &&
-                    now - module->last_timer_check_us <= usnic_component.retrans_timeout / 2.0)) {
+                    now - module->last_timer_check_us <= usnic_component.away_us)) {
         opal_list_t *list = &module->endpoints_with_timers;
         opal_list_item_t *li;
         opal_btl_usnic_endpoint_t *ep;

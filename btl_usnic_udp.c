@@ -923,7 +923,7 @@ static __opal_attribute_noinline__ int take_batch(udp_sock_t *s, opal_btl_usnic_
 
 /* Up to max datagrams of the socket, into the landing channel's oldest
  * posted buffers (which stay posted until a datagram of that channel took
- * them); the completions made. */
+ * them); the completions made, or -1. */
 static inline __opal_attribute_always_inline__ int recv_batch(udp_sock_t *s,
                                                               opal_btl_usnic_cqe_t *cqe, int max)
 {
@@ -939,6 +939,7 @@ static inline __opal_attribute_always_inline__ int recv_batch(udp_sock_t *s,
     if (OPAL_LIKELY(got > 0)) {
         return take_batch(s, cqe, got);
     }
+    /* (nothing came, or no buffer to receive into) */
     s->batch = UDP_RECV_MIN;
     if (0 == got || EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno) {
         return 0;
@@ -947,12 +948,13 @@ static inline __opal_attribute_always_inline__ int recv_batch(udp_sock_t *s,
     return -1;
 }
 
-/* The completions made before the poll: sends, then held datagrams whose
- * channel has buffers again (out of line: most polls have none). */
+/* A poll with completions made before it: sends, then held datagrams whose
+ * channel has buffers again, then what the socket has (out of line: most
+ * polls have none). */
 static __opal_attribute_noinline__ int poll_queued(udp_sock_t *s, opal_btl_usnic_cqe_t *cqe,
                                                    int max)
 {
-    int n = 0;
+    int n = 0, got;
 
     for (; n < max && s->count > 0; ++n, --s->count) {
         cqe[n] = s->ring[s->head];
@@ -961,25 +963,21 @@ static __opal_attribute_noinline__ int poll_queued(udp_sock_t *s, opal_btl_usnic
     if (NULL != s->held_head) {
         n += release_held(s, cqe + n, max - n);
     }
-    return n;
+    if (n >= max) {
+        return n;
+    }
+    got = recv_batch(s, cqe + n, max - n);
+    return got < 0 ? -1 : n + got;
 }
 
 static int udp_poll(opal_btl_usnic_hwchan_t *ch, opal_btl_usnic_cqe_t *cqe, int max)
 {
     udp_sock_t *s = ch->sock;
-    int n = 0, got;
 
     if (OPAL_UNLIKELY(s->count > 0 || NULL != s->held_head)) {
-        n = poll_queued(s, cqe, max);
-        if (n >= max) {
-            return n;
-        }
+        return poll_queued(s, cqe, max);
     }
-    got = recv_batch(s, cqe + n, max - n);
-    if (OPAL_UNLIKELY(got < 0)) {
-        return -1;
-    }
-    return n + got;
+    return recv_batch(s, cqe, max);
 }
 
 static const char *udp_status_str(int code)
