@@ -36,10 +36,12 @@
  * With the usnic BTL loaded, each size is followed by a line of usnic's counters over
  * that size (warm-up included; the barrier that starts it, the start-up and the end of
  * the job are outside every size), summed over all ranks:
- *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N passes=N msgs=N
+ *   usnic TEST SIZE data=N timer=N fast=N resends=N dups=N spurious=N wfull=N proofs=N
+ *         waits=N passes=N msgs=N
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
  * (num_oow_low_recvs + num_dup_recvs), timeouts found spurious, segments that filled
- * their send window; then, over the measured iterations only, usnic's progress passes
+ * their send window, the reordering window's proofs and waits (num_spurious_fast,
+ * num_reorder_waits); then, over the measured iterations only, usnic's progress passes
  * (btl_usnic_progress_passes, 0 from a component without it) and the messages they
  * carried: passes / msgs - 1 is the passes per message that found nothing.
  *
@@ -171,13 +173,15 @@ __attribute__((noinline)) void idle_progress(long n)
 
 /* usnic's retransmit counters (MPI_T), read around each size when the usnic BTL is loaded:
  * data datagrams sent, timer and fast retransmits, segments resent, duplicates received
- * (below the window and inside it), timeouts found spurious, send windows filled.  A name
+ * (below the window and inside it), timeouts found spurious, send windows filled, resends
+ * proven needless by a late original and reported holes that waited for one.  A name
  * the component lacks reads as 0. */
-#define NCTR 9
+#define NCTR 11
 static const char *ctr_names[NCTR] = {
     "btl_usnic_num_frag_sends", "btl_usnic_num_chunk_sends", "btl_usnic_num_timeout_retrans",
     "btl_usnic_num_fast_retrans", "btl_usnic_num_resends", "btl_usnic_num_oow_low_recvs",
     "btl_usnic_num_dup_recvs", "btl_usnic_num_spurious_timeouts", "btl_usnic_num_window_full",
+    "btl_usnic_num_spurious_fast", "btl_usnic_num_reorder_waits",
 };
 static MPI_T_pvar_session ctr_session;
 static MPI_T_pvar_handle ctr_h[NCTR];
@@ -347,9 +351,9 @@ static void run_size(int test, size_t size, double *times)
                elapsed > 0 ? msgs / elapsed : 0.0);
         if (ctr_on) {
             printf("usnic %-5s %8zu data=%llu timer=%llu fast=%llu resends=%llu dups=%llu "
-                   "spurious=%llu wfull=%llu passes=%llu msgs=%ld\n", test_names[test], size,
-                   sum[0] + sum[1], sum[2], sum[3], sum[4], sum[5] + sum[6], sum[7], sum[8],
-                   all_passes, msgs);
+                   "spurious=%llu wfull=%llu proofs=%llu waits=%llu passes=%llu msgs=%ld\n",
+                   test_names[test], size, sum[0] + sum[1], sum[2], sum[3], sum[4],
+                   sum[5] + sum[6], sum[7], sum[8], sum[9], sum[10], all_passes, msgs);
         }
         fflush(stdout);
     }

@@ -328,10 +328,12 @@ lossless=$(stats_sum "$out/raw/usnic-p2p-r*.txt $out/raw/usnic-mr[14]-r*.txt $ou
         done
         echo
         echo "Per job and size (mpibench's MPI_T counters around each size, warm-up included,"
-        echo "summed over ranks and rounds; \`win full\`: segments that filled their send window):"
+        echo "summed over ranks and rounds; \`win full\`: segments that filled their send window;"
+        echo "\`waits / proofs\`: reported holes that waited for a late original, and resends proven"
+        echo "needless by one, the reordering window's counters; 0 where the run's mpibench did not read them):"
         echo
-        echo "| job | test | size | data | resent | per 10^4 | timer | fast | dups | win full |"
-        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        echo "| job | test | size | data | resent | per 10^4 | timer | fast | dups | win full | waits / proofs |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         for f in "$out"/raw/usnic-*-r[0-9]*.txt; do
             [ -e "$f" ] || continue
             j=${f##*/usnic-}
@@ -344,10 +346,11 @@ lossless=$(stats_sum "$out/raw/usnic-p2p-r*.txt $out/raw/usnic-mr[14]-r*.txt $ou
             END {
                 for (i = 1; i <= n; i++) {
                     k = order[i]; split(k, p, " ")
-                    printf "| %s | %s | %s | %d | %d | %.2f | %d | %d | %d | %d |\n", p[1], p[2], p[3],
-                           v[k, "data"], v[k, "resends"],
+                    printf "| %s | %s | %s | %d | %d | %.2f | %d | %d | %d | %d | %d / %d |\n", p[1], p[2],
+                           p[3], v[k, "data"], v[k, "resends"],
                            v[k, "data"] ? 1e4 * v[k, "resends"] / v[k, "data"] : 0,
-                           v[k, "timer"], v[k, "fast"], v[k, "dups"], v[k, "wfull"] } }'
+                           v[k, "timer"], v[k, "fast"], v[k, "dups"], v[k, "wfull"],
+                           v[k, "waits"], v[k, "proofs"] } }'
     fi
     echo
     echo "## Raw UDP: what was lost"

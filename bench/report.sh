@@ -319,11 +319,13 @@ fi
     echo "chunks), \`timer\` and \`fast\` retransmits and their rate per 10^4 data datagrams,"
     echo "\`dups\`: duplicates received (a resend whose original had arrived), \`spurious\`:"
     echo "timeouts undone on the peer's duplicate report; \`win full\`: segments that filled"
-    echo "their send window, after which the sender waits for an ACK (0 from a component"
-    echo "without the counter)."
+    echo "their send window, after which the sender waits for an ACK; \`waits / proofs\`: reported"
+    echo "holes that waited for a late original, and resends proven needless by one (the"
+    echo "reordering window's counters). 0 from a component without the counter, or where the"
+    echo "run's mpibench did not read it."
     echo
-    echo "| test | size | data | timer | fast | per 10^4 | resent | dups | spurious | win full |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| test | size | data | timer | fast | per 10^4 | resent | dups | spurious | win full | waits / proofs |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     { cat "$out"/raw/usnic-r[0-9]*.txt "$out"/raw/usnic-mr-r[0-9]*.txt 2>/dev/null || true; } | awk '
         $1 == "usnic" && $2 ~ /^(lat|bw|bibw|mr)$/ {
             k = $2 " " $3
@@ -332,10 +334,11 @@ fi
         END {
             for (i = 1; i <= n; i++) {
                 k = order[i]; split(k, p, " ")
-                printf "| %s | %s | %d | %d | %d | %.1f | %d | %d | %d | %d |\n", p[1], p[2], v[k, "data"],
-                       v[k, "timer"], v[k, "fast"],
+                printf "| %s | %s | %d | %d | %d | %.1f | %d | %d | %d | %d | %d / %d |\n", p[1], p[2],
+                       v[k, "data"], v[k, "timer"], v[k, "fast"],
                        v[k, "data"] ? 1e4 * (v[k, "timer"] + v[k, "fast"]) / v[k, "data"] : 0,
-                       v[k, "resends"], v[k, "dups"], v[k, "spurious"], v[k, "wfull"] } }'
+                       v[k, "resends"], v[k, "dups"], v[k, "spurious"], v[k, "wfull"],
+                       v[k, "waits"], v[k, "proofs"] } }'
     echo
     cg=$out/callgrind
     if [ -d "$cg" ]; then
