@@ -232,6 +232,10 @@ static inline double opal_btl_usnic_now_us(void)
 #define USNIC_TX_WINDOW_MAX USNIC_WINDOW_SIZE
 /* Smallest send window, however many peers share a receiver. */
 #define USNIC_MIN_WINDOW_SIZE 64
+
+/* Completions taken from the CQ per poll call. */
+#define USNIC_POLL_BATCH 32
+
 /* Send tables: USNIC_TX_TABLE_MIN << class slots, for classes up to the
  * receive window's size. */
 #define USNIC_TX_TABLE_MIN 64

@@ -56,6 +56,7 @@ typedef struct {
     int max_qp_wr;                  /* deepest send or receive queue */
     int max_cqe;                    /* deepest completion queue */
     bool pins_memory;               /* registration counts against RLIMIT_MEMLOCK */
+    bool drops_unbuffered;          /* a datagram finding no receive buffer is lost (UD) */
 } opal_btl_usnic_dev_limits_t;
 
 /* What a channel asks for, and what the device granted. */

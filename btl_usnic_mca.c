@@ -146,8 +146,10 @@ int opal_btl_usnic_component_register(void)
             "per peer", USNIC_TX_WINDOW_MAX, &c->max_send_window, OPAL_INFO_LVL_5);
     reg_int("prio_sd_num", "Send queue depth of the priority channel (-1 = 127, capped at "
             "the device maximum)", -1, &c->prio_sd_num, OPAL_INFO_LVL_5);
-    reg_int("prio_rd_num", "Receive queue depth of the priority channel (-1 = 127, capped at "
-            "the device maximum)", -1, &c->prio_rd_num, OPAL_INFO_LVL_5);
+    reg_int("prio_rd_num", "Receive queue depth of the priority channel, where ACKs arrive "
+            "(-1 = half the data channel's receive depth, at least 127, on a verbs device, "
+            "which drops a datagram that finds no buffer; 127 in UDP mode, where it waits; "
+            "capped at the device maximum)", -1, &c->prio_rd_num, OPAL_INFO_LVL_5);
     reg_int("cq_num", "Entries of the completion queue the two channels share (-1 = the sum "
             "of their send and receive depths)", -1, &c->cq_num, OPAL_INFO_LVL_5);
     reg_int("retrans_timeout", "Microseconds before an unacknowledged segment is "

@@ -182,6 +182,7 @@ static int init_limits(opal_btl_usnic_module_t *module, uint32_t *prio_mtu, int 
 {
     uint32_t data_mtu = module->port_mtu;
     int rc = opal_btl_usnic_random(&module->isn, sizeof(module->isn));
+    int prio_rd;
 
     if (0 != rc) {
         opal_show_help("help-mpi-btl-usnic.txt", "no random numbers", true,
@@ -208,7 +209,15 @@ static int init_limits(opal_btl_usnic_module_t *module, uint32_t *prio_mtu, int 
     depth[0] = clamp_depth(usnic_component.sd_num, 1024, module->limits.max_qp_wr);
     depth[1] = clamp_depth(usnic_component.rd_num, 1024, module->limits.max_qp_wr);
     depth[2] = clamp_depth(usnic_component.prio_sd_num, 127, module->limits.max_qp_wr);
-    depth[3] = clamp_depth(usnic_component.prio_rd_num, 127, module->limits.max_qp_wr);
+    /* Where a datagram finding no buffer is lost, the ACKs that peers send
+     * while this process is off its CPU must find buffers, beside their
+     * fast-path sends (127 lost hundreds per stream in the test VM): half
+     * the data queue's depth. */
+    prio_rd = 127;
+    if (module->limits.drops_unbuffered && depth[1] / 2 - 1 > prio_rd) {
+        prio_rd = depth[1] / 2 - 1;
+    }
+    depth[3] = clamp_depth(usnic_component.prio_rd_num, prio_rd, module->limits.max_qp_wr);
     return OPAL_SUCCESS;
 }
 

@@ -200,14 +200,23 @@ static inline void opal_btl_usnic_module_tune_channels(opal_btl_usnic_module_t *
     m->fastsend_wqe_thresh = m->channels[USNIC_PRIORITY_CHANNEL].sd_num > 20 ? 10 : 1;
 }
 
-/* Publish the receive buffers peers may count on: each queue minus the
- * buffers a repost batch may hold back. */
+/* Buffers of a channel a peer may find not yet posted again although they
+ * are acknowledged: fewer than a repost batch held back, and a poll batch
+ * being handled (a send from the PML's callback carries the ACK), at most
+ * half the queue.  (A smaller queue leaves the rest to retransmission.) */
+static inline uint32_t opal_btl_usnic_channel_rcv_depth(const opal_btl_usnic_channel_t *ch)
+{
+    int held = ch->repost_batch - 1 + USNIC_POLL_BATCH;
+
+    return (uint32_t)(ch->rd_num - (held < ch->rd_num / 2 ? held : ch->rd_num / 2));
+}
+
+/* Publish the receive buffers peers may count on. */
 static inline void opal_btl_usnic_module_publish_depths(opal_btl_usnic_module_t *m)
 {
-    m->local_addr.rcv_depth = (uint32_t)(m->channels[USNIC_DATA_CHANNEL].rd_num -
-                                         m->channels[USNIC_DATA_CHANNEL].repost_batch);
-    m->local_addr.prio_rcv_depth = (uint32_t)(m->channels[USNIC_PRIORITY_CHANNEL].rd_num -
-                                              m->channels[USNIC_PRIORITY_CHANNEL].repost_batch);
+    m->local_addr.rcv_depth = opal_btl_usnic_channel_rcv_depth(&m->channels[USNIC_DATA_CHANNEL]);
+    m->local_addr.prio_rcv_depth =
+        opal_btl_usnic_channel_rcv_depth(&m->channels[USNIC_PRIORITY_CHANNEL]);
 }
 
 /* The endpoint a datagram's sender id names, or NULL. */

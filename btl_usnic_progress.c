@@ -125,6 +125,17 @@ poll_batch(opal_btl_usnic_module_t *module, opal_btl_usnic_cqe_t *cqe, bool *mor
     for (int i = 0; i < n; ++i) {
         handle_completion(module, &cqe[i]);
     }
+    /* Buffers go back to the device after each batch, before the ACKs that
+     * let peers refill them (a batch's own sends may carry one: the
+     * published depths leave room for it). */
+    if (0 != n) {
+        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
+            if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
+                OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
+                opal_btl_usnic_module_fatal(module, NULL);
+            }
+        }
+    }
     return n;
 }
 
@@ -208,17 +219,6 @@ static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_
         frag->queued = false;
         opal_btl_usnic_frag_return_if_done(module, frag);
         ++count;
-    }
-
-    /* Buffers go back to the device before the ACKs that let peers refill them
-     * (only completions queue them: a pass that had none has none to return). */
-    if (0 != count) {
-        for (int c = 0; c < USNIC_NUM_CHANNELS; ++c) {
-            if (module->channels[c].repost_count >= module->channels[c].repost_batch &&
-                OPAL_UNLIKELY(OPAL_SUCCESS != opal_btl_usnic_channel_repost(module, c))) {
-                opal_btl_usnic_module_fatal(module, NULL);
-            }
-        }
     }
 
     if (0 != module->timers_running) {

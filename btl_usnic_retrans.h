@@ -90,9 +90,6 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep);
 /* A standalone ACK goes out at the latest after this many accepted datagrams. */
 #define USNIC_ACK_EVERY 16
 
-/* Completions taken from the CQ per poll call. */
-#define USNIC_POLL_BATCH 32
-
 /* Segments the send engine posts per progress pass at most, so that a busy
  * sender polls its CQ (and the ACKs its peers send back) at least every
  * this many sends: its peers' ACKs per pass stay well inside its priority

@@ -253,6 +253,7 @@ static int udp_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_qp_wr = 16384;
     limits->max_cqe = 4 * 16384;
     limits->pins_memory = false;
+    limits->drops_unbuffered = false;
     return OPAL_SUCCESS;
 }
 

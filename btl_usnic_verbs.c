@@ -237,6 +237,7 @@ static int verbs_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_qp_wr = da.max_qp_wr;
     limits->max_cqe = da.max_cqe;
     limits->pins_memory = true;
+    limits->drops_unbuffered = true;
     return OPAL_SUCCESS;
 }
 

@@ -399,6 +399,7 @@ static int fake_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_qp_wr = 16384;
     limits->max_cqe = 65536;
     limits->pins_memory = true;
+    limits->drops_unbuffered = true;
     return OPAL_SUCCESS;
 }
 

@@ -3313,7 +3313,104 @@ USNIC_TEST(engine_ack_every_16)
     return 0;
 }
 
-/* 240 small sends to a peer that does not poll: as many as its priority
+/* On B's refill_after-th message of its pass, its reply (which carries an
+ * ACK) goes out, A takes the ACK and sends on, and all of it arrives
+ * before B's pass goes on (B off its CPU there). */
+static int refill_after;
+static void reply_and_refill(world_t *w, int side, const rx_msg_t *m)
+{
+    uint64_t recvs = STATS(w, SIDE_A)->num_total_recvs;
+
+    (void) m;
+    if (SIDE_B != side || 0 == refill_after || 0 != --refill_after) {
+        return;
+    }
+    world_send(w, SIDE_B, 8, SEND_SENDI);
+    while (fake_wire_count() > 0) {
+        world_net_step(w);
+    }
+    /* (A's own send completions may come first in its CQ) */
+    for (int i = 0; i < 100 && STATS(w, SIDE_A)->num_total_recvs == recvs; ++i) {
+        world_progress(w, SIDE_A);
+    }
+    for (int i = 0; i < 10; ++i) {
+        world_progress(w, SIDE_A);
+        while (fake_wire_count() > 0) {
+            world_net_step(w);
+        }
+    }
+    world_run_as(w, SIDE_B);
+}
+
+/* A fills its window toward B, every prio_every-th message a small one on
+ * the fast path (0: none), after B held back repost_batch - 1 buffers; B's
+ * reply after `at` messages of its next pass lets A refill at once: no
+ * datagram may find B's queue without a buffer. */
+static int refill_run(uint16_t isn, int prio_every, int at)
+{
+    world_t *w = world_new(isn, isn + 1);
+    opal_btl_usnic_channel_t *data;
+    uint32_t window;
+
+    check(NULL != w);
+    data = &w->mods[SIDE_B].channels[USNIC_DATA_CHANNEL];
+    check_int_eq(data->repost_batch, USNIC_POLL_BATCH);
+    for (int i = 0; i < data->repost_batch - 1; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    check_int_eq(world_run(w, 20000, false), WORLD_QUIET);
+    check_int_eq(data->repost_count, data->repost_batch - 1);
+    /* (all B's buffers allow: as a path that took it) */
+    w->ep[SIDE_A]->tx.bdp = USNIC_WINDOW_SIZE;
+    usnic_tx_window_limit(&w->ep[SIDE_A]->tx);
+    window = w->ep[SIDE_A]->tx.size;
+    for (uint32_t i = 0; i < window + 256; ++i) {
+        bool fast = 0 != prio_every && 0 == i % (uint32_t) prio_every;
+        check(NULL != world_send(w, SIDE_A, fast ? 8 : 1000, fast ? SEND_SENDI : SEND_PREPARE));
+    }
+    for (int i = 0; i < 1000; ++i) {
+        world_progress(w, SIDE_A);
+        while (fake_wire_count() > 0) {
+            world_net_step(w);
+        }
+        if (usnic_tx_window_inflight(&w->ep[SIDE_A]->tx) >= window) {
+            break;
+        }
+    }
+    check_int_eq(usnic_tx_window_inflight(&w->ep[SIDE_A]->tx), window);
+    check_int_eq(w->net_overflows, 0);
+    w->on_recv = reply_and_refill;
+    refill_after = at;
+    world_progress(w, SIDE_B);
+    check_int_eq(refill_after, 0);
+    check_int_eq(w->net_overflows, 0);
+    w->on_recv = NULL;
+    check_int_eq(world_run(w, 50000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_ok(world_check_idle(w));
+    world_fini(w);
+    return 0;
+}
+
+/* A receiver's reply from the PML's callback acknowledges datagrams whose
+ * buffers are not posted again yet: those of the poll batch being handled,
+ * and fewer than a repost batch held back before it.  The window a sender
+ * may fill leaves room for both, so the sender's refill finds a buffer for
+ * every datagram (the fake device, like UD, drops what finds none). */
+USNIC_TEST(engine_reply_ack_never_outruns_reposts)
+{
+    return refill_run(86, 0, USNIC_POLL_BATCH);
+}
+
+/* The same in a pass that drains batch after batch (each holds a priority
+ * receive): every batch's buffers go back before the next batch's reply. */
+USNIC_TEST(engine_drained_batches_reposted_each)
+{
+    return refill_run(88, 16, 4 * USNIC_POLL_BATCH);
+}
+
+/* 300 small sends to a peer that does not poll: as many as its priority
  * queue has buffers for take the fast path, the rest wait in the send
  * window for the data channel, and nothing arrives at an empty receive
  * queue (which the fake device, like hardware, drops). */
@@ -3324,8 +3421,8 @@ USNIC_TEST(engine_priority_queue_never_overflows)
 
     check(NULL != w);
     a = w->ep[SIDE_A];
-    check(a->prio_window > 0 && a->prio_window < 127);
-    for (int i = 0; i < 240; ++i) {
+    check(a->prio_window > 0 && a->prio_window < 300);
+    for (int i = 0; i < 300; ++i) {
         check(NULL != world_send(w, SIDE_A, 64, SEND_SENDI));
         world_progress(w, SIDE_A);
         world_net_step(w);
@@ -3351,21 +3448,21 @@ USNIC_TEST(engine_priority_queue_never_overflows)
  * for its passes, so it acknowledges a stream at the cadence (every
  * USNIC_ACK_EVERY datagrams), not nearly every datagram; and the sender
  * posts at most USNIC_SENDS_PER_PASS segments per pass before it polls
- * again.  Without either, a window of 256 datagrams posted in one pass
- * draws up to 256 ACKs toward the sender's 127 priority receive buffers,
- * where the fake device, like hardware, drops what finds none. */
+ * again.  Without either, each of the 600 datagrams draws an ACK, all
+ * toward the sender's priority receive buffers (511: where the fake
+ * device, like hardware, drops what finds none, 127 were once overrun). */
 USNIC_TEST(engine_busy_sender_acks_fit)
 {
     world_t *w = world_new(70, 71);
     uint64_t most_posts = 0;
 
     check(NULL != w);
-    check_int_eq(w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL].rd_num, 127);
-    check(w->ep[SIDE_A]->tx.size > 127);
+    check_int_eq(w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL].rd_num, 511);
+    check(w->ep[SIDE_A]->tx.size > 600);
     /* 20 ms, not the default 625 us: a host busy for a moment must not
      * make this test fail (any hold that outlasts B's passes would do) */
     usnic_component.ack_hold_us = 20000;
-    for (int i = 0; i < 300; ++i) {
+    for (int i = 0; i < 600; ++i) {
         check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     }
     w->per_step = 1;
@@ -3387,12 +3484,12 @@ USNIC_TEST(engine_busy_sender_acks_fit)
             }
         } while (fake_wire_count() > 0);
     }
-    printf("most posts in one sender pass: %" PRIu64 ", standalone ACKs for 300 datagrams: %"
+    printf("most posts in one sender pass: %" PRIu64 ", standalone ACKs for 600 datagrams: %"
            PRIu64 "\n", most_posts, STATS(w, SIDE_B)->num_ack_sends);
     check(world_quiescent(w));
     check_int_eq(w->net_overflows, 0);
     check(most_posts <= USNIC_SENDS_PER_PASS);
-    check(STATS(w, SIDE_B)->num_ack_sends <= 300 / USNIC_ACK_EVERY + 4);
+    check(STATS(w, SIDE_B)->num_ack_sends <= 600 / USNIC_ACK_EVERY + 4);
     check_int_eq(STATS(w, SIDE_B)->num_ack_sends, STATS(w, SIDE_A)->num_ack_recvs);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
     check_all_delivered(w);
