@@ -171,6 +171,7 @@ typedef struct opal_btl_usnic_component_t {
     double away_us;                 /* timer checks further apart: this process was away (retrans_timeout / 2) */
     int max_resends_per_iteration;
     bool congestion_control;
+    bool timer_probe;               /* an expiry probes before it resends (btl_usnic_retrans.c) */
     bool zero_copy;                 /* GET data sent from registered memory */
     int ack_iteration_delay;        /* progress passes */
     int priority_limit;             /* bytes; 0 = as large as the channel allows */

@@ -18,20 +18,68 @@
 #include "btl_usnic_send.h"
 #include "btl_usnic_channel.h"
 
+/* Post one standalone ACK to ep, paying what it owes: OPAL_SUCCESS,
+ * OPAL_ERR_TEMP_OUT_OF_RESOURCE without an ACK buffer, or an error after
+ * which the module is dead. */
+static int post_ack(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                    uint8_t flags)
+{
+    opal_btl_usnic_ack_item_t *item;
+    usnic_btl_header_t *hdr;
+
+    item = (opal_btl_usnic_ack_item_t *) opal_btl_usnic_fl_get(module, &module->ack_segs);
+    if (NULL == item) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    hdr = item->seg.hdr;
+    hdr->sender = usnic_component.my_hashed_name;
+    hdr->payload_type = USNIC_PAYLOAD_TYPE_ACK;
+    hdr->payload_len = 0;
+    hdr->put_addr = 0;
+    /* (the ACK buffers are never zeroed: a stale USNIC_HDR_RESEND
+     * would report a resend the peer never sent) */
+    hdr->flags = flags;
+    hdr->ack_present = 1;
+    hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
+    opal_btl_usnic_add_ack_flags(ep, hdr);
+    item->seg.len = sizeof(*hdr);
+    if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
+                                                  USNIC_PRIORITY_CHANNEL)) {
+        opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
+        opal_btl_usnic_module_fatal(module, NULL);
+        return OPAL_ERROR;
+    }
+    ++module->stats.num_ack_sends;
+    if (0 == item->seg.posted) {
+        opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
+    }
+    opal_btl_usnic_ack_done(ep);
+    return OPAL_SUCCESS;
+}
+
+bool opal_btl_usnic_send_probe(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    if (0 == module->channels[USNIC_PRIORITY_CHANNEL].sd_wqe ||
+        OPAL_SUCCESS != post_ack(module, ep, USNIC_HDR_ACK_REQ)) {
+        return false;
+    }
+    ++module->stats.num_timer_probes;
+    return true;
+}
+
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
     uint64_t ticks = usnic_component.progress_ticks, next_due = UINT64_MAX;
     double now = 0;
     opal_list_item_t *li, *next;
+    int rc;
 
     for (li = opal_list_get_first(&module->endpoints_that_need_acks);
          li != opal_list_get_end(&module->endpoints_that_need_acks) && prio->sd_wqe > 0;
          li = next) {
         opal_btl_usnic_endpoint_t *ep = usnic_container_of(li, opal_btl_usnic_endpoint_t,
                                                            acks_li);
-        opal_btl_usnic_ack_item_t *item;
-        usnic_btl_header_t *hdr;
 
         next = opal_list_get_next(li);
         if (!ep->ack_owed) {
@@ -64,34 +112,14 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
             opal_btl_usnic_connectivity_check(ep);
         }
-        item = (opal_btl_usnic_ack_item_t *) opal_btl_usnic_fl_get(module, &module->ack_segs);
-        if (NULL == item) {
+        rc = post_ack(module, ep, 0);
+        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
             /* No ACK buffer: try again on the next pass. */
             break;
         }
-        hdr = item->seg.hdr;
-        hdr->sender = usnic_component.my_hashed_name;
-        hdr->payload_type = USNIC_PAYLOAD_TYPE_ACK;
-        hdr->payload_len = 0;
-        hdr->put_addr = 0;
-        /* (the ACK buffers are never zeroed: a stale USNIC_HDR_RESEND
-         * would report a resend the peer never sent) */
-        hdr->flags = 0;
-        hdr->ack_present = 1;
-        hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
-        opal_btl_usnic_add_ack_flags(ep, hdr);
-        item->seg.len = sizeof(*hdr);
-        if (OPAL_SUCCESS != opal_btl_usnic_channel_post(module, ep, &item->seg,
-                                                      USNIC_PRIORITY_CHANNEL)) {
-            opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
-            opal_btl_usnic_module_fatal(module, NULL);
+        if (OPAL_SUCCESS != rc) {
             return;
         }
-        ++module->stats.num_ack_sends;
-        if (0 == item->seg.posted) {
-            opal_btl_usnic_fl_return(&module->ack_segs, &item->super);
-        }
-        opal_btl_usnic_ack_done(ep);
     }
     /* Stopped early (no send slot or buffer): the rest are due now. */
     module->acks_due_tick = li != opal_list_get_end(&module->endpoints_that_need_acks)

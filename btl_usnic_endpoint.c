@@ -9,6 +9,7 @@
 #include "opal_config.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,9 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->active_large_frags = 0;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
+    ep->probe_pending = false;
+    ep->probe_seq = 0;
+    ep->loss_seen_us = -HUGE_VAL;
     ep->rx_report = 0;
     ep->rx_filled = false;
     ep->rx_filled_seq = 0;

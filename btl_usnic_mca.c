@@ -161,6 +161,12 @@ int opal_btl_usnic_component_register(void)
              "are lost (halved at a fast retransmit, to 4 segments at a retransmit timeout) and "
              "grows back as ACKs arrive (AIMD); if false, only the peer's receive buffers "
              "limit it", true, &c->congestion_control, OPAL_INFO_LVL_5);
+    reg_bool("timer_probe", "If true, a retransmit timeout for a peer that has lost no "
+             "segment in the last second sends a probe (a small ACK that asks for an answer at "
+             "once) instead of resending: the peer's answer shows whether the segment arrived "
+             "(a late receiver, as a descheduled one, resends nothing) or is lost (resent at "
+             "once); unanswered until the next timeout, the segment is resent; if false, every "
+             "timeout resends", true, &c->timer_probe, OPAL_INFO_LVL_5);
     reg_bool("zero_copy", "If true, the data a GET reads (Open MPI's RGET protocol for large "
              "messages, MPI_Get) is sent from where it lies, in memory registered with the "
              "device, instead of being copied into send buffers (devices that gather a send "

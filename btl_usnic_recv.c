@@ -417,6 +417,12 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
     }
     if (USNIC_PAYLOAD_TYPE_ACK == hdr->payload_type) {
         ++module->stats.num_ack_recvs;
+        /* A probe: any ACK from now on covers what arrived before it (one
+         * completion queue for both channels, in arrival order). */
+        if (OPAL_UNLIKELY(hdr->flags & USNIC_HDR_ACK_REQ)) {
+            ep->rx_report |= USNIC_ACK_PROBED;
+            opal_btl_usnic_schedule_ack(ep, true);
+        }
         goto repost;
     }
     if (OPAL_UNLIKELY(!in_window(module, ep, hdr->pkt_seq, hdr->chan_prev))) {

@@ -29,7 +29,14 @@
  *                  (timers_pass).
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
- *                  link, then costs one duplicate, not a window of them.
+ *                  link, then costs one duplicate, not a window of them;
+ *                  and not even that when the peer showed no loss for
+ *                  USNIC_LOSS_MEMORY_US (btl_usnic_timer_probe): the
+ *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ,
+ *                  opal_btl_usnic_send_probe), the peer's answer
+ *                  (USNIC_ACK_PROBED) covers the segment or resends it at
+ *                  once (probe_answered), and an expiry before any answer
+ *                  resends.
  *                  If the device has not completed that segment's send
  *                  yet, it was not late: the timer starts again instead.
  *                  A poll of the pass that came back full may hide the
@@ -161,6 +168,9 @@
  * configured floor, halved at an expiry a second after the last raise. */
 #define USNIC_LATE_FLOOR_MAX 16
 #define USNIC_LATE_FLOOR_HOLD_US 1e6
+/* An expiry probes before it resends when the peer showed no segment lost
+ * for this long (a lossy path keeps resending at once). */
+#define USNIC_LOSS_MEMORY_US 1e6
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
@@ -201,8 +211,41 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* Resend the oldest unacknowledged segment, back off, and recover the
- * rest from the ACKs that follow. */
+/* Resend seg, the oldest unacknowledged segment, for the timer (after a
+ * timeout that was backed off), and recover the rest from the ACKs that
+ * follow. */
+static int timer_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                        opal_btl_usnic_send_seg_t *seg, double now)
+{
+    if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
+        /* the first expiry for this segment: remember what to undo */
+        ep->tmo_pending = true;
+        ep->tmo_seq = seg->seq;
+        /* (sent at least one timeout ago) */
+        ep->tmo_sent_us = now - ep->rto.rto_us;
+        usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
+    }
+    cut(ep, true, 0);
+    ep->in_recovery = true;
+    ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
+    if (NULL == seg || seg->on_resend_list) {
+        return 0;
+    }
+    opal_btl_usnic_queue_resend(module, seg);
+    ++module->stats.num_timeout_retrans;
+    /* (a hole report from before this resend arrived names it too) */
+    if (USNIC_SEQ_DIFF16(seg->seq, ep->hole_resent_to) > 0) {
+        ep->hole_resent_to = seg->seq;
+    }
+    /* (sent twice by us now: a copy of it proves no reordering) */
+    if (ep->fast_open && USNIC_SEQ_DIFF16(seg->seq, ep->fast_lo) >= 0 &&
+        USNIC_SEQ_DIFF16(seg->seq, ep->fast_hi) <= 0) {
+        ep->fast_open = false;
+    }
+    return 1;
+}
+
+/* Probe or resend the oldest unacknowledged segment, and back off. */
 static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          double now)
 {
@@ -220,36 +263,25 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         ep->rto_graced = false;
         return 0;
     }
-    if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
-        /* the first expiry for this segment: remember what to undo */
-        ep->tmo_pending = true;
-        ep->tmo_seq = seg->seq;
-        /* (sent at least one timeout ago) */
-        ep->tmo_sent_us = now - ep->rto.rto_us;
-        usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
-    }
     /* (a late peer's raise wears off) */
     if (now - ep->floor_raised_us >= USNIC_LATE_FLOOR_HOLD_US &&
         usnic_rto_lower_floor(&ep->rto)) {
         ep->floor_raised_us = now;
     }
     usnic_rto_backoff(&ep->rto);
-    cut(ep, true, 0);
-    ep->in_recovery = true;
-    ep->recover_seq = (uint16_t)(ep->tx.next_seq_to_send - 1);
-    if (NULL != seg && !seg->on_resend_list) {
-        opal_btl_usnic_queue_resend(module, seg);
-        ++module->stats.num_timeout_retrans;
-        /* (a hole report from before this resend arrived names it too) */
-        if (USNIC_SEQ_DIFF16(seg->seq, ep->hole_resent_to) > 0) {
-            ep->hole_resent_to = seg->seq;
-        }
-        /* (sent twice by us now: a copy of it proves no reordering) */
-        if (ep->fast_open && USNIC_SEQ_DIFF16(seg->seq, ep->fast_lo) >= 0 &&
-            USNIC_SEQ_DIFF16(seg->seq, ep->fast_hi) <= 0) {
-            ep->fast_open = false;
-        }
-        n = 1;
+    /* A peer that lost nothing lately is most likely late (descheduled,
+     * computing), and a resend would be a copy of what it holds: ask it
+     * first.  Its answer resends at once what it lacks (flagged_ack); no
+     * answer by the next expiry, and the segment goes again then. */
+    if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
+        !(ep->probe_pending && ep->probe_seq == seg->seq) &&
+        now - ep->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
+        opal_btl_usnic_send_probe(module, ep)) {
+        ep->probe_pending = true;
+        ep->probe_seq = seg->seq;
+    } else {
+        ep->probe_pending = false;
+        n = timer_resend(module, ep, seg, now);
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
     ep->rto_graced = false;
@@ -358,6 +390,9 @@ static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run
         }
     }
     ep->hole_resent_to = last;
+    if (0 != n && reported) {
+        ep->loss_seen_us = opal_btl_usnic_now_us();
+    }
     if (0 != n) {
         ep->fast_open = reported;
         /* (a recovery has cut already) */
@@ -426,6 +461,25 @@ static int hole_wait_over(opal_btl_usnic_endpoint_t *ep, double now)
     return n;
 }
 
+/* The peer answered a probe (and the ACK is handled): the probed segment
+ * arrived, and the timeout was too quick; or, still the oldest
+ * unacknowledged, it was lost: resent now. */
+static void probe_answered(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_module_t *module = ep->module;
+    uint16_t oldest = (uint16_t)(ep->tx.ack_seq_rcvd + 1);
+    double now;
+
+    ep->probe_pending = false;
+    if (0 == usnic_tx_window_inflight(&ep->tx) || oldest != ep->probe_seq) {
+        ++module->stats.num_probe_spurious;
+        return;
+    }
+    now = opal_btl_usnic_now_us();
+    ep->loss_seen_us = now;
+    timer_resend(module, ep, ep->sent_segs[oldest & ep->tx_mask], now);
+}
+
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
                                 uint16_t dup_seq, uint8_t hole_run)
 {
@@ -475,9 +529,14 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     if ((flags & USNIC_ACK_RESEND_SEEN) && ep->tmo_pending &&
         USNIC_SEQ_DIFF16(ack, ep->tmo_seq) >= 0) {
         ep->tmo_pending = false;
+        /* (not reported a duplicate: it filled a hole) */
+        ep->loss_seen_us = opal_btl_usnic_now_us();
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);
+    if ((flags & USNIC_ACK_PROBED) && ep->probe_pending) {
+        probe_answered(ep);
+    }
     if (USNIC_ACK_NEW != class && USNIC_ACK_DUP != class) {
         return;
     }

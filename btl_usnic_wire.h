@@ -55,8 +55,14 @@ enum {
  * receiver had acknowledged the original: it was late (away from progress),
  * no ACK of it was lost. */
 #define USNIC_ACK_DUP_LATE 0x08
+/* ack_flags: sent after the receiver got a probe (an ACK with
+ * USNIC_HDR_ACK_REQ): a segment this ACK does not cover, sent before the
+ * probe, has not arrived. */
+#define USNIC_ACK_PROBED 0x10
 /* flags: the sender cannot send more until this is acknowledged (its
- * window is full, or this is a resend): ACK at once, do not delay. */
+ * window is full, or this is a resend): ACK at once, do not delay.  On an
+ * ACK: a probe from a sender whose timer expired (answer at once, with
+ * USNIC_ACK_PROBED). */
 #define USNIC_HDR_ACK_REQ 0x01
 /* flags: a resend (always with USNIC_HDR_ACK_REQ). */
 #define USNIC_HDR_RESEND 0x02

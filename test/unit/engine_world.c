@@ -547,7 +547,9 @@ world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts)
 int world_fire_timeouts(world_t *w, int side)
 {
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
+    uint64_t probes;
     double now;
+    int n;
 
     if (NULL == ep || !ep->timer_running) {
         return 0;
@@ -560,7 +562,14 @@ int world_fire_timeouts(world_t *w, int side)
     w->mods[side].timer_due_us = 0;
     now = opal_btl_usnic_now_us();
     w->mods[side].last_timer_check_us = now;
-    return opal_btl_usnic_check_timers(&w->mods[side], now, false);
+    probes = w->mods[side].stats.num_timer_probes;
+    n = opal_btl_usnic_check_timers(&w->mods[side], now, false);
+    return n + (int)(w->mods[side].stats.num_timer_probes - probes);
+}
+
+void world_peer_lost_lately(world_t *w, int side)
+{
+    w->ep[side]->loss_seen_us = opal_btl_usnic_now_us();
 }
 
 /* ------------------------------------------------------------------ */

@@ -198,9 +198,13 @@ typedef enum {
 world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts);
 
 /* Expire side s's retransmit timer now, as progress does once its deadline
- * passed: the oldest unacknowledged segment is queued for resending.
- * Returns how many (0 or 1). */
+ * passed: the oldest unacknowledged segment is probed for, or queued for
+ * resending.  Returns how many probes and resends (0 or 1). */
 int world_fire_timeouts(world_t *w, int side);
+
+/* Side s's peer showed a segment lost just now (as on a lossy path): an
+ * expiry within the next second resends at once, with no probe first. */
+void world_peer_lost_lately(world_t *w, int side);
 
 /* Send a message of len bytes (at least 8) from side s; content is
  * derived from its id.  SEND_NONCONTIG rounds len down to a whole number

@@ -445,11 +445,14 @@ USNIC_TEST(engine_duplicates)
 }
 
 /* After the last copy of a datagram is lost nothing happens until the
- * retransmit timer fires; the timeout backs off once. */
+ * retransmit timer fires; the timeout backs off once.  B lost nothing
+ * before: the expiry probes, B's answer shows the segment missing, and it
+ * is resent at once.  Within the second after, an expiry resends without
+ * a probe. */
 USNIC_TEST(engine_loss_needs_timeout)
 {
     world_t *w = world_new(10, 20);
-    drop_first_t f = {.from = SIDE_A, .seqs = {10}, .nseqs = 1};
+    drop_first_t f = {.from = SIDE_A, .seqs = {10, 11}, .nseqs = 2};
 
     check(NULL != w);
     w->filter = drop_first_filter;
@@ -462,13 +465,28 @@ USNIC_TEST(engine_loss_needs_timeout)
     check_int_eq(w->ep[SIDE_B]->rx.next_contig, 10);
 
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
-    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
     check_int_eq(w->ep[SIDE_A]->rto.rto_us, 2 * 5000);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
     check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 1);
     check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 1);
+
+    /* the next loss, at once after: no probe */
+    check(NULL != world_send(w, SIDE_A, 2000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.dropped, 2);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 2);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
     world_fini(w);
     return 0;
 }
@@ -525,12 +543,28 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
     check_ok(world_verify_counters(w));
-    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
-    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
+    /* B lost nothing before: A probed, and B's answer acknowledged it all */
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 0);
     check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 2);
     check_int_eq(STATS(w, SIDE_A)->num_ack_recvs, 1);
-    /* the resend was not needed, but B was not late: its ACK was lost, and
-     * the timeout floor stays */
+    check(!w->ep[SIDE_A]->rto.backed_off);
+
+    /* the same on a path that lost lately: the resend was not needed, but B
+     * was not late: its ACK was lost, and the timeout floor stays */
+    f.acks_dropped = 0;
+    check(NULL != world_send(w, SIDE_A, 3000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(f.acks_dropped, 1);
+    world_peer_lost_lately(w, SIDE_A);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
     check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
     check_int_eq(w->ep[SIDE_A]->rto.min_us, (uint32_t) usnic_component.retrans_timeout);
     world_fini(w);
@@ -1018,6 +1052,7 @@ USNIC_TEST(engine_hole_report_after_timer_resend)
         check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     }
     world_progress(w, SIDE_A);
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
@@ -1397,6 +1432,7 @@ USNIC_TEST(engine_window_lost_recovers)
         fake_wire_take(0, &d);
         fake_dgram_free(&d);
     }
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
     check_int_eq(w->ep[SIDE_A]->rto.rto_us, 10000);
@@ -2327,6 +2363,7 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     /* A resends 700 (once its device has reported the first send done: a
      * segment not yet sent is not late); B acknowledges it again */
     world_progress(w, SIDE_A);
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(wire_from(w, SIDE_A, true), 1);
@@ -2336,6 +2373,7 @@ USNIC_TEST(engine_resend_carries_no_stale_ack)
     check_int_eq(w->ep[SIDE_A]->tx.ack_seq_rcvd, 700);
     /* 701 is in flight when B's resend arrives */
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_peer_lost_lately(w, SIDE_B);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_B), 1);
     world_progress(w, SIDE_B);
     check_int_eq(wire_from(w, SIDE_B, true), 1);
@@ -3652,18 +3690,112 @@ USNIC_TEST(engine_timer_after_absence)
     w->mods[SIDE_A].last_timer_check_us = now - 100.0 * usnic_component.retrans_timeout;
     deadline_passed(a);
     world_progress(w, SIDE_A);
-    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 0);
     check(a->rto_deadline_us >= now + a->rto.rto_us / 2.0);
     /* A is away again before the pushed-back deadline: that deadline got
      * its grace already, so the timer expires now (a process descheduled
-     * more often than every half timeout must still resend) */
+     * more often than every half timeout must still expire) */
     deadline_passed(a);
     w->mods[SIDE_A].last_timer_check_us = opal_btl_usnic_now_us() - 100.0 * usnic_component.retrans_timeout;
     world_progress(w, SIDE_A);
-    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
     w->paused = false;
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* B is away (descheduled) while A's timer expires; B lost nothing before,
+ * so A probes instead of resending.  B comes back, reads the three
+ * segments and then the probe, and its answer acknowledges them all:
+ * nothing is resent, the window is not cut, the timeout not backed off.
+ * (With btl_usnic_timer_probe 0, or before it, A resends the oldest:
+ * a copy of what B holds.) */
+USNIC_TEST(engine_late_receiver_probed_not_resent)
+{
+    world_t *w = world_new(40, 41);
+    opal_btl_usnic_endpoint_t *a;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->paused = true;
+    for (int i = 0; i < 3; ++i) {
+        check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    }
+    world_progress(w, SIDE_A);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    world_progress(w, SIDE_A);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(fake_wire_count(), 4);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 0);
+    check(!a->in_recovery);
+    check(!a->probe_pending);
+    check(!a->rto.backed_off);
+    world_fini(w);
+    return 0;
+}
+
+/* B stays away through the probe's expiry too: the next expiry resends
+ * (a probe or its answer may be lost).  When B comes back, the resend is a
+ * duplicate and proves the timeout spurious; B's late answer to the probe
+ * changes nothing. */
+USNIC_TEST(engine_probe_unanswered_resends)
+{
+    world_t *w = world_new(50, 51);
+    opal_btl_usnic_endpoint_t *a;
+
+    check(NULL != w);
+    a = w->ep[SIDE_A];
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(a->rto.rto_us, 2 * 5000);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(a->rto.rto_us, 4 * 5000);
+    check(a->in_recovery);
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 0);
+    check(!a->in_recovery);
+    world_fini(w);
+    return 0;
+}
+
+/* btl_usnic_timer_probe 0: every expiry resends, as before probes. */
+USNIC_TEST(engine_timer_probe_off_resends)
+{
+    world_t *w = world_new(60, 61);
+    drop_first_t f = {.from = SIDE_A, .seqs = {60}, .nseqs = 1};
+
+    check(NULL != w);
+    usnic_component.timer_probe = false;
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
     world_fini(w);
     return 0;
 }
@@ -3691,6 +3823,7 @@ USNIC_TEST(engine_spurious_timeout_undone)
     while (fake_wire_count() > 0) {
         world_net_step(w);
     }
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
@@ -3766,6 +3899,7 @@ USNIC_TEST(engine_duplicated_needed_resend_not_spurious)
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
     check_int_eq(f.dropped, 1);
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(fake_wire_count(), 1);
@@ -3809,6 +3943,7 @@ USNIC_TEST(engine_late_receiver_catching_up)
         world_progress(w, SIDE_A);
     }
     check_int_eq(a->tx.next_seq_to_send, 500 + n);
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     world_progress(w, SIDE_A);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
@@ -3831,6 +3966,7 @@ USNIC_TEST(engine_late_receiver_catching_up)
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     w->paused = true;
     world_progress(w, SIDE_A);
+    world_peer_lost_lately(w, SIDE_A);    /* a lossy path: the expiry resends */
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     check_int_eq(a->rto.min_us, raised);
     a->floor_raised_us -= 2e6;

@@ -15,7 +15,8 @@
 # USNIC_ASAN=1 (set by test/vm/asan-run.sh) is passed into the guest, where lib.sh runs the MPI
 # processes under AddressSanitizer; the test timeouts are then multiplied by USNIC_ASAN_SLOW
 # (default 3). VM_TEST_TIMEOUT=SECONDS replaces every test's own timeout. Variables SOAK_*
-# are passed into the guest too (t-soak's settings). VM_LOGS=DIR (inside the repo) replaces
+# are passed into the guest too (t-soak's settings), and so are OMPI_MCA_btl_usnic_* (a
+# parameter changed for every job, as OMPI_MCA_btl_usnic_timer_probe=0). VM_LOGS=DIR (inside the repo) replaces
 # test/vm/logs. With RXE_VM_ROOT=$(tools/debian13-root.sh) the VM runs the Debian 13 world
 # (Open MPI 5.0): install the component there first (tools/debian13-root.sh run make -C
 # standalone install); lib.sh adapts the tests to the Open MPI version it finds.
@@ -76,7 +77,8 @@ if [ "${USNIC_ASAN:-0}" = 1 ]; then
     slow=${USNIC_ASAN_SLOW:-3}
     guestenv+=(USNIC_ASAN=1 USNIC_ASAN_SLOW="$slow")
 fi
-for v in $(compgen -e | grep -E '^SOAK_[A-Z_]+$'); do
+# (and usnic's MCA parameters, which mpirun hands on to the ranks: a test run with one changed)
+for v in $(compgen -e | grep -E '^(SOAK_[A-Z_]+|OMPI_MCA_btl_usnic_[a-z_]+)$'); do
     guestenv+=("$v=${!v}")
 done
 specs=() group1=() group2=() sum1=0 sum2=0
