@@ -106,9 +106,11 @@ typedef struct mca_btl_base_endpoint_t {
      * its sequence number and the congestion window before its cut. */
     bool tmo_pending;
     uint16_t tmo_seq;
-    /* A probe sent for probe_seq, the oldest unacknowledged segment, at an
-     * expiry, until the peer answers (USNIC_ACK_PROBED) or the next one. */
+    /* Probes sent for probe_seq, the oldest unacknowledged segment, at
+     * expiries, until the peer answers (USNIC_ACK_PROBED) or the timer
+     * resends it. */
     bool probe_pending;
+    uint8_t probes;
     uint16_t probe_seq;
     double loss_seen_us;                /* when the peer last showed a segment lost */
     usnic_tx_cwnd_state_t tmo_cwnd;

@@ -35,8 +35,8 @@
  *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ,
  *                  opal_btl_usnic_send_probe), the peer's answer
  *                  (USNIC_ACK_PROBED) covers the segment or resends it at
- *                  once (probe_answered), and an expiry before any answer
- *                  resends.
+ *                  once (probe_answered); each expiry without an answer
+ *                  probes again, the USNIC_PROBES_MAX + 1st resends.
  *                  If the device has not completed that segment's send
  *                  yet, it was not late: the timer starts again instead.
  *                  A poll of the pass that came back full may hide the
@@ -171,6 +171,8 @@
 /* An expiry probes before it resends when the peer showed no segment lost
  * for this long (a lossy path keeps resending at once). */
 #define USNIC_LOSS_MEMORY_US 1e6
+/* Unanswered probes for one segment before the timer resends it. */
+#define USNIC_PROBES_MAX 3
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
@@ -271,14 +273,21 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     usnic_rto_backoff(&ep->rto);
     /* A peer that lost nothing lately is most likely late (descheduled,
      * computing), and a resend would be a copy of what it holds: ask it
-     * first.  Its answer resends at once what it lacks (flagged_ack); no
-     * answer by the next expiry, and the segment goes again then. */
+     * first, again at each expiry while it does not answer (an absent
+     * receiver could not take a resend either), up to USNIC_PROBES_MAX
+     * times (the probes or the answers may be lost).  Its answer resends
+     * at once what it lacks (probe_answered). */
+    if (NULL != seg && ep->probe_pending && ep->probe_seq == seg->seq) {
+        ++module->stats.num_probe_unanswered;
+    } else {
+        ep->probes = 0;
+    }
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
-        !(ep->probe_pending && ep->probe_seq == seg->seq) &&
-        now - ep->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
+        ep->probes < USNIC_PROBES_MAX && now - ep->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
         opal_btl_usnic_send_probe(module, ep)) {
         ep->probe_pending = true;
         ep->probe_seq = seg->seq;
+        ++ep->probes;
     } else {
         ep->probe_pending = false;
         n = timer_resend(module, ep, seg, now);

@@ -25,6 +25,7 @@
     X(num_timer_unsent, "retransmit timer expiries for a segment the device had not sent yet (timer restarted, nothing resent)") \
     X(num_timer_probes, "retransmit timer expiries answered with a probe, not a resend (no loss seen from the peer lately): the peer's answer shows whether the segment arrived") \
     X(num_probe_spurious, "probes answered with an ACK of the segment: the timeout was too quick, nothing resent") \
+    X(num_probe_unanswered, "retransmit timer expiries with a probe unanswered (the next probe, or after btl_usnic_timer_probe's last, the resend)") \
     X(num_fast_retrans, "retransmits at once: a hole the receiver reported, or the segment a recovery's partial ACK shows missing") \
     X(num_spurious_fast, "fast retransmits the peer received twice: the path reorders (its reordering window grows)") \
     X(num_reorder_waits, "reported holes that waited out the reordering window before any resend") \

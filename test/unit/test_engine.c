@@ -3744,10 +3744,10 @@ USNIC_TEST(engine_late_receiver_probed_not_resent)
     return 0;
 }
 
-/* B stays away through the probe's expiry too: the next expiry resends
- * (a probe or its answer may be lost).  When B comes back, the resend is a
- * duplicate and proves the timeout spurious; B's late answer to the probe
- * changes nothing. */
+/* B stays away through the probes' expiries too: each probes again, the
+ * fourth resends (probes or their answers may be lost).  When B comes
+ * back, the resend is a duplicate and proves the timeout spurious; B's
+ * late answers to the probes change nothing. */
 USNIC_TEST(engine_probe_unanswered_resends)
 {
     world_t *w = world_new(50, 51);
@@ -3758,13 +3758,17 @@ USNIC_TEST(engine_probe_unanswered_resends)
     w->paused = true;
     check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
     world_progress(w, SIDE_A);
+    for (int i = 1; i <= 3; ++i) {
+        check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+        check_int_eq(STATS(w, SIDE_A)->num_timer_probes, i);
+        check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+        check_int_eq(a->rto.rto_us, (1u << i) * 5000);
+    }
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
-    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
-    check_int_eq(a->rto.rto_us, 2 * 5000);
-    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
-    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 3);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_unanswered, 3);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
-    check_int_eq(a->rto.rto_us, 4 * 5000);
+    check_int_eq(a->rto.rto_us, 16 * 5000);
     check(a->in_recovery);
     w->paused = false;
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);

@@ -20,6 +20,10 @@
 # buffer itself (btl_usnic_zero_copy): in run 1 both hosts sent such chunks
 # (num_zcopy_chunks), so every byte checked above also checks the zero-copy path (in the
 # native world the kernel copies that data from the user's buffer when the datagram is sent).
+# In the VM (lossless link), both runs together resend at most P2P_RESENDS_MAX segments per
+# 10^4 data datagrams: with 3 ranks per host on 2 vCPUs receivers are kept off their CPU for
+# longer than the retransmit timeout, and the timer's probe (btl_usnic_timer_probe) finds them
+# late, not lost (bounds and the runs that set them: docs/tests.md).
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -28,6 +32,8 @@ set -u
 mpi_build p2p
 # ~15 s and ~35 s on an idle 2-core host; room for slower or busy ones
 DP_TIMEOUT=240
+# resends per 10^4 data datagrams of both runs, at most (VM; docs/tests.md)
+P2P_RESENDS_MAX=0.5
 dp_run 1 "$WORK/p2p-1.out" "$WORK/p2p" -v 1
 dp_check p2p 1 "$WORK/p2p-1.out"
 for x in "${HOSTS[@]}"; do
@@ -40,4 +46,20 @@ for x in "${HOSTS[@]}"; do
 done
 dp_run 3 "$WORK/p2p-3.out" "$WORK/p2p"
 dp_check p2p 3 "$WORK/p2p-3.out"
+# On the VM's lossless link every resend was the timer's, for a receiver kept off its vCPU;
+# the timer now probes such a peer instead (btl_usnic_timer_probe)
+if [ "$WORLD" = vm ]; then
+    data=0 resends=0
+    for x in "${HOSTS[@]}"; do
+        for f in "$WORK/p2p-1.out" "$WORK/p2p-3.out"; do
+            data=$((data + $(dp_counter "$f" "$x" num_frag_sends) + $(dp_counter "$f" "$x" num_chunk_sends)))
+            resends=$((resends + $(dp_counter "$f" "$x" num_resends)))
+        done
+    done
+    if awk -v r="$resends" -v d="$data" -v m="$P2P_RESENDS_MAX" 'BEGIN { exit !(d > 0 && 1e4 * r / d <= m) }'; then
+        pass "p2p: $resends resends for $data data datagrams on a lossless link (at most $P2P_RESENDS_MAX per 10^4)"
+    else
+        dp_fail "p2p: $resends resends for $data data datagrams on a lossless link: more than $P2P_RESENDS_MAX per 10^4"
+    fi
+fi
 dp_done
