@@ -59,6 +59,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tmo_seq = 0;
     ep->probe_pending = false;
     ep->probes = 0;
+    ep->probe_sent_us = 0;
     ep->probe_seq = 0;
     ep->loss_seen_us = -HUGE_VAL;
     ep->rx_report = 0;

@@ -112,7 +112,8 @@ typedef struct mca_btl_base_endpoint_t {
     bool probe_pending;
     uint8_t probes;
     uint16_t probe_seq;
-    double loss_seen_us;                /* when the peer last showed a segment lost */
+    double probe_sent_us;               /* about when probe_seq was first sent */
+    double loss_seen_us;                /* when the path last showed a loss */
     usnic_tx_cwnd_state_t tmo_cwnd;
 
     /* receiving */

@@ -168,9 +168,9 @@
  * configured floor, halved at an expiry a second after the last raise. */
 #define USNIC_LATE_FLOOR_MAX 16
 #define USNIC_LATE_FLOOR_HOLD_US 1e6
-/* An expiry probes before it resends when the peer showed no segment lost
- * for this long (a lossy path keeps resending at once). */
-#define USNIC_LOSS_MEMORY_US 1e6
+/* An expiry probes before it resends when the path showed no loss for this
+ * long (a lossy path keeps resending at once). */
+#define USNIC_LOSS_MEMORY_US 1e7
 /* Unanswered probes for one segment before the timer resends it. */
 #define USNIC_PROBES_MAX 3
 
@@ -213,18 +213,17 @@ void opal_btl_usnic_retrans_timer_stop(opal_btl_usnic_endpoint_t *ep)
     }
 }
 
-/* Resend seg, the oldest unacknowledged segment, for the timer (after a
- * timeout that was backed off), and recover the rest from the ACKs that
- * follow. */
+/* Resend seg, the oldest unacknowledged segment, first sent about sent_us,
+ * for the timer (after a timeout that was backed off), and recover the rest
+ * from the ACKs that follow. */
 static int timer_resend(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                        opal_btl_usnic_send_seg_t *seg, double now)
+                        opal_btl_usnic_send_seg_t *seg, double sent_us)
 {
     if (NULL != seg && (!ep->tmo_pending || ep->tmo_seq != seg->seq)) {
         /* the first expiry for this segment: remember what to undo */
         ep->tmo_pending = true;
         ep->tmo_seq = seg->seq;
-        /* (sent at least one timeout ago) */
-        ep->tmo_sent_us = now - ep->rto.rto_us;
+        ep->tmo_sent_us = sent_us;
         usnic_tx_cwnd_save(&ep->tx, &ep->tmo_cwnd);
     }
     cut(ep, true, 0);
@@ -253,6 +252,8 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 {
     opal_btl_usnic_send_seg_t *seg = ep->sent_segs[(uint16_t)(ep->tx.ack_seq_rcvd + 1) &
                                                    ep->tx_mask];
+    /* (sent at least one timeout ago) */
+    double sent_us = now - ep->rto.rto_us;
     int n = 0;
 
     if (NULL != seg && 0 != seg->posted) {
@@ -285,12 +286,15 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
         ep->probes < USNIC_PROBES_MAX && now - ep->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
         opal_btl_usnic_send_probe(module, ep)) {
+        if (!ep->probe_pending || ep->probe_seq != seg->seq) {
+            ep->probe_sent_us = sent_us;
+        }
         ep->probe_pending = true;
         ep->probe_seq = seg->seq;
         ++ep->probes;
     } else {
         ep->probe_pending = false;
-        n = timer_resend(module, ep, seg, now);
+        n = timer_resend(module, ep, seg, sent_us);
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
     ep->rto_graced = false;
@@ -477,16 +481,14 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint16_t oldest = (uint16_t)(ep->tx.ack_seq_rcvd + 1);
-    double now;
 
     ep->probe_pending = false;
     if (0 == usnic_tx_window_inflight(&ep->tx) || oldest != ep->probe_seq) {
         ++module->stats.num_probe_spurious;
         return;
     }
-    now = opal_btl_usnic_now_us();
-    ep->loss_seen_us = now;
-    timer_resend(module, ep, ep->sent_segs[oldest & ep->tx_mask], now);
+    ep->loss_seen_us = opal_btl_usnic_now_us();
+    timer_resend(module, ep, ep->sent_segs[oldest & ep->tx_mask], ep->probe_sent_us);
 }
 
 void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint8_t flags,
@@ -520,6 +522,9 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
             if (ep->rto.min_us > module->stats.max_rto_us) {
                 module->stats.max_rto_us = ep->rto.min_us;
             }
+        } else {
+            /* (a lost ACK: the path loses) */
+            ep->loss_seen_us = opal_btl_usnic_now_us();
         }
     }
     /* A fast resend the receiver got twice: the original was late, not

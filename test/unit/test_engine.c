@@ -447,8 +447,8 @@ USNIC_TEST(engine_duplicates)
 /* After the last copy of a datagram is lost nothing happens until the
  * retransmit timer fires; the timeout backs off once.  B lost nothing
  * before: the expiry probes, B's answer shows the segment missing, and it
- * is resent at once.  Within the second after, an expiry resends without
- * a probe. */
+ * is resent at once.  Within 10 s after, an expiry resends without a
+ * probe. */
 USNIC_TEST(engine_loss_needs_timeout)
 {
     world_t *w = world_new(10, 20);
@@ -524,12 +524,14 @@ USNIC_TEST(engine_retransmit_timer)
     return 0;
 }
 
-/* The ACK is lost: the sender resends, the receiver drops the copy and
- * acknowledges again. */
+/* The ACK is lost: the sender probes and B's answer acknowledges it all.
+ * On a path that lost lately the sender resends instead, B drops the copy
+ * and acknowledges again, and the lost ACK keeps the path marked lossy. */
 USNIC_TEST(engine_lost_ack)
 {
     world_t *w = world_new(1000, 2000);
     drop_first_t f = {.from = SIDE_A, .drop_acks_once = true};
+    double seen;
 
     check(NULL != w);
     w->filter = drop_first_filter;
@@ -559,6 +561,7 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
     check_int_eq(f.acks_dropped, 1);
     world_peer_lost_lately(w, SIDE_A);
+    seen = w->ep[SIDE_A]->loss_seen_us;
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
@@ -567,6 +570,8 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 1);
     check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
     check_int_eq(w->ep[SIDE_A]->rto.min_us, (uint32_t) usnic_component.retrans_timeout);
+    /* and the lost ACK is a loss of the path: probes stay off longer */
+    check(w->ep[SIDE_A]->loss_seen_us > seen);
     world_fini(w);
     return 0;
 }
