@@ -9,7 +9,6 @@
 #include "opal_config.h"
 
 #include <arpa/inet.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +60,6 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->probes = 0;
     ep->probe_sent_us = 0;
     ep->probe_seq = 0;
-    ep->loss_seen_us = -HUGE_VAL;
     ep->rx_report = 0;
     ep->rx_filled = false;
     ep->rx_filled_seq = 0;

@@ -113,7 +113,6 @@ typedef struct mca_btl_base_endpoint_t {
     uint8_t probes;
     uint16_t probe_seq;
     double probe_sent_us;               /* about when probe_seq was first sent */
-    double loss_seen_us;                /* when the path last showed a loss */
     usnic_tx_cwnd_state_t tmo_cwnd;
 
     /* receiving */

@@ -161,7 +161,7 @@ int opal_btl_usnic_component_register(void)
              "are lost (halved at a fast retransmit, to 4 segments at a retransmit timeout) and "
              "grows back as ACKs arrive (AIMD); if false, only the peer's receive buffers "
              "limit it", true, &c->congestion_control, OPAL_INFO_LVL_5);
-    reg_bool("timer_probe", "If true, a retransmit timeout for a peer whose path lost "
+    reg_bool("timer_probe", "If true, a retransmit timeout on a device whose network lost "
              "nothing in the last 10 seconds sends a probe (a small ACK that asks for an answer at "
              "once) instead of resending: the peer's answer shows whether the segment arrived "
              "(a late receiver, as a descheduled one, resends nothing) or is lost (resent at "

@@ -12,6 +12,7 @@
 #include "opal_config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -328,6 +329,7 @@ static void init_lists(opal_btl_usnic_module_t *module)
     module->acks_owed = 0;
     OBJ_CONSTRUCT(&module->endpoints_with_timers, opal_list_t);
     module->last_timer_check_us = 0;
+    module->loss_seen_us = -HUGE_VAL;
     module->timers_running = 0;
     module->timer_due_us = 0;
     module->timer_restarted = false;

@@ -178,6 +178,9 @@ typedef struct opal_btl_usnic_module_t {
     char fatal_cause[96];           /* named in the PML's abort message, if set */
     double last_dead_check;         /* when the dead-peer check last ran (monotonic s) */
     double last_timer_check_us;     /* when the retransmit timers were last checked */
+    /* when this device's network last showed a loss (any peer, either
+     * direction): a timer expiry probes only 10 s after (btl_usnic_retrans.c) */
+    double loss_seen_us;
 
     opal_btl_usnic_stats_t stats;
     int stats_report_num;

@@ -30,8 +30,9 @@
  *                  On expiry only the oldest unacknowledged segment is
  *                  resent: a slow receiver, the usual cause on a lossless
  *                  link, then costs one duplicate, not a window of them;
- *                  and not even that when the peer showed no loss for
- *                  USNIC_LOSS_MEMORY_US (btl_usnic_timer_probe): the
+ *                  and not even that when the device's network showed
+ *                  no loss for USNIC_LOSS_MEMORY_US (btl_usnic_timer_probe;
+ *                  module->loss_seen_us, any peer, either direction): the
  *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ,
  *                  opal_btl_usnic_send_probe), the peer's answer
  *                  (USNIC_ACK_PROBED) covers the segment or resends it at
@@ -168,8 +169,8 @@
  * configured floor, halved at an expiry a second after the last raise. */
 #define USNIC_LATE_FLOOR_MAX 16
 #define USNIC_LATE_FLOOR_HOLD_US 1e6
-/* An expiry probes before it resends when the path showed no loss for this
- * long (a lossy path keeps resending at once). */
+/* An expiry probes before it resends when the device's network showed no
+ * loss for this long (a lossy one keeps resending at once). */
 #define USNIC_LOSS_MEMORY_US 1e7
 /* Unanswered probes for one segment before the timer resends it. */
 #define USNIC_PROBES_MAX 3
@@ -272,19 +273,19 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         ep->floor_raised_us = now;
     }
     usnic_rto_backoff(&ep->rto);
-    /* A peer that lost nothing lately is most likely late (descheduled,
-     * computing), and a resend would be a copy of what it holds: ask it
-     * first, again at each expiry while it does not answer (an absent
-     * receiver could not take a resend either), up to USNIC_PROBES_MAX
-     * times (the probes or the answers may be lost).  Its answer resends
-     * at once what it lacks (probe_answered). */
+    /* On a network that lost nothing lately the peer is most likely late
+     * (descheduled, computing), and a resend would be a copy of what it
+     * holds: ask it first, again at each expiry while it does not answer
+     * (an absent receiver could not take a resend either), up to
+     * USNIC_PROBES_MAX times (the probes or the answers may be lost).  Its
+     * answer resends at once what it lacks (probe_answered). */
     if (NULL != seg && ep->probe_pending && ep->probe_seq == seg->seq) {
         ++module->stats.num_probe_unanswered;
     } else {
         ep->probes = 0;
     }
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
-        ep->probes < USNIC_PROBES_MAX && now - ep->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
+        ep->probes < USNIC_PROBES_MAX && now - module->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
         opal_btl_usnic_send_probe(module, ep)) {
         if (!ep->probe_pending || ep->probe_seq != seg->seq) {
             ep->probe_sent_us = sent_us;
@@ -404,7 +405,7 @@ static int resend_lost(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uint32_t run
     }
     ep->hole_resent_to = last;
     if (0 != n && reported) {
-        ep->loss_seen_us = opal_btl_usnic_now_us();
+        ep->module->loss_seen_us = opal_btl_usnic_now_us();
     }
     if (0 != n) {
         ep->fast_open = reported;
@@ -487,7 +488,7 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep)
         ++module->stats.num_probe_spurious;
         return;
     }
-    ep->loss_seen_us = opal_btl_usnic_now_us();
+    ep->module->loss_seen_us = opal_btl_usnic_now_us();
     timer_resend(module, ep, ep->sent_segs[oldest & ep->tx_mask], ep->probe_sent_us);
 }
 
@@ -524,7 +525,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
             }
         } else {
             /* (a lost ACK: the path loses) */
-            ep->loss_seen_us = opal_btl_usnic_now_us();
+            ep->module->loss_seen_us = opal_btl_usnic_now_us();
         }
     }
     /* A fast resend the receiver got twice: the original was late, not
@@ -544,7 +545,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
         USNIC_SEQ_DIFF16(ack, ep->tmo_seq) >= 0) {
         ep->tmo_pending = false;
         /* (not reported a duplicate: it filled a hole) */
-        ep->loss_seen_us = opal_btl_usnic_now_us();
+        ep->module->loss_seen_us = opal_btl_usnic_now_us();
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);

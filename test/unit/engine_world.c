@@ -569,7 +569,7 @@ int world_fire_timeouts(world_t *w, int side)
 
 void world_peer_lost_lately(world_t *w, int side)
 {
-    w->ep[side]->loss_seen_us = opal_btl_usnic_now_us();
+    w->mods[side].loss_seen_us = opal_btl_usnic_now_us();
 }
 
 /* ------------------------------------------------------------------ */

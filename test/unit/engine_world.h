@@ -202,8 +202,8 @@ world_result_t world_run(world_t *w, unsigned max_steps, bool with_timeouts);
  * resending.  Returns how many probes and resends (0 or 1). */
 int world_fire_timeouts(world_t *w, int side);
 
-/* Side s's path to its peer showed a loss just now (as a lossy path does):
- * an expiry within the next 10 s resends at once, with no probe first. */
+/* Side s's network showed a loss just now (as a lossy one does): an expiry
+ * within the next 10 s resends at once, with no probe first. */
 void world_peer_lost_lately(world_t *w, int side);
 
 /* Send a message of len bytes (at least 8) from side s; content is

@@ -561,7 +561,7 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
     check_int_eq(f.acks_dropped, 1);
     world_peer_lost_lately(w, SIDE_A);
-    seen = w->ep[SIDE_A]->loss_seen_us;
+    seen = w->mods[SIDE_A].loss_seen_us;
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
@@ -571,7 +571,7 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
     check_int_eq(w->ep[SIDE_A]->rto.min_us, (uint32_t) usnic_component.retrans_timeout);
     /* and the lost ACK is a loss of the path: probes stay off longer */
-    check(w->ep[SIDE_A]->loss_seen_us > seen);
+    check(w->mods[SIDE_A].loss_seen_us > seen);
     world_fini(w);
     return 0;
 }
