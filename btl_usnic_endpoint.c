@@ -56,7 +56,6 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->active_large_frags = 0;
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
-    ep->probe_pending = false;
     ep->probes = 0;
     ep->probe_sent_us = 0;
     ep->probe_seq = 0;

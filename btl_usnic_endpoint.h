@@ -108,8 +108,7 @@ typedef struct mca_btl_base_endpoint_t {
     uint16_t tmo_seq;
     /* Probes sent for probe_seq, the oldest unacknowledged segment, at
      * expiries, until the peer answers (USNIC_ACK_PROBED) or the timer
-     * resends it. */
-    bool probe_pending;
+     * resends it (0: no probe waits). */
     uint8_t probes;
     uint16_t probe_seq;
     double probe_sent_us;               /* about when probe_seq was first sent */

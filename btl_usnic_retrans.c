@@ -279,7 +279,7 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
      * (an absent receiver could not take a resend either), up to
      * USNIC_PROBES_MAX times (the probes or the answers may be lost).  Its
      * answer resends at once what it lacks (probe_answered). */
-    if (NULL != seg && ep->probe_pending && ep->probe_seq == seg->seq) {
+    if (NULL != seg && 0 != ep->probes && ep->probe_seq == seg->seq) {
         ++module->stats.num_probe_unanswered;
     } else {
         ep->probes = 0;
@@ -287,14 +287,13 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
         ep->probes < USNIC_PROBES_MAX && now - module->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
         opal_btl_usnic_send_probe(module, ep)) {
-        if (!ep->probe_pending || ep->probe_seq != seg->seq) {
+        if (0 == ep->probes) {
             ep->probe_sent_us = sent_us;
         }
-        ep->probe_pending = true;
         ep->probe_seq = seg->seq;
         ++ep->probes;
     } else {
-        ep->probe_pending = false;
+        ep->probes = 0;
         n = timer_resend(module, ep, seg, sent_us);
     }
     ep->rto_deadline_us = now + ep->rto.rto_us;
@@ -483,12 +482,12 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep)
     opal_btl_usnic_module_t *module = ep->module;
     uint16_t oldest = (uint16_t)(ep->tx.ack_seq_rcvd + 1);
 
-    ep->probe_pending = false;
+    ep->probes = 0;
     if (0 == usnic_tx_window_inflight(&ep->tx) || oldest != ep->probe_seq) {
         ++module->stats.num_probe_spurious;
         return;
     }
-    ep->module->loss_seen_us = opal_btl_usnic_now_us();
+    module->loss_seen_us = opal_btl_usnic_now_us();
     timer_resend(module, ep, ep->sent_segs[oldest & ep->tx_mask], ep->probe_sent_us);
 }
 
@@ -549,7 +548,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     }
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);
-    if ((flags & USNIC_ACK_PROBED) && ep->probe_pending) {
+    if ((flags & USNIC_ACK_PROBED) && 0 != ep->probes) {
         probe_answered(ep);
     }
     if (USNIC_ACK_NEW != class && USNIC_ACK_DUP != class) {

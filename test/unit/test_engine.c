@@ -3743,7 +3743,7 @@ USNIC_TEST(engine_late_receiver_probed_not_resent)
     check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 0);
     check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 0);
     check(!a->in_recovery);
-    check(!a->probe_pending);
+    check_int_eq(a->probes, 0);
     check(!a->rto.backed_off);
     world_fini(w);
     return 0;
