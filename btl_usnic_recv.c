@@ -352,13 +352,13 @@ recv_header_news(opal_btl_usnic_endpoint_t *ep, const usnic_btl_header_t *hdr)
     }
     if (OPAL_UNLIKELY(hdr->flags & USNIC_HDR_RESEND)) {
         ep->rx_report |= USNIC_ACK_RESEND_SEEN;
-        /* (the peer's path lost, or its timer thought so: ours resends
-         * without a probe for a while) */
-        ep->module->loss_seen_us = opal_btl_usnic_now_us();
-        /* it fills a hole: a copy of it later proves nothing spurious */
+        /* it fills a hole: a copy of it later proves nothing spurious; and
+         * the network lost the original (our timer resends without a probe
+         * for a while; a copy of what we had proves no loss) */
         if (USNIC_RX_ACCEPT == usnic_rx_classify(&ep->rx, hdr->pkt_seq)) {
             ep->rx_filled_seq = hdr->pkt_seq;
             ep->rx_filled = true;
+            ep->module->loss_seen_us = opal_btl_usnic_now_us();
         }
     }
 }

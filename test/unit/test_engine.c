@@ -476,6 +476,8 @@ USNIC_TEST(engine_loss_needs_timeout)
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
     check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 1);
     check_int_eq(STATS(w, SIDE_B)->num_frag_recvs, 1);
+    /* the resend filled B's hole: B's network lost too */
+    check(w->mods[SIDE_B].loss_seen_us > 0);
 
     /* the next loss, at once after: no probe */
     check(NULL != world_send(w, SIDE_A, 2000, SEND_PREPARE));
@@ -3783,6 +3785,8 @@ USNIC_TEST(engine_probe_unanswered_resends)
     check_int_eq(STATS(w, SIDE_A)->num_spurious_timeouts, 1);
     check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 0);
     check(!a->in_recovery);
+    /* a copy of what B had proves no loss: B's timer still probes */
+    check(w->mods[SIDE_B].loss_seen_us < 0);
     world_fini(w);
     return 0;
 }
