@@ -1,10 +1,11 @@
 #!/bin/bash
 # Runs inside the rxe-vm guest (see bench/run.sh): the benchmark suite over usnic, btl/tcp
-# and raw verbs UD (perftest), hostA <-> hostB, RUNS times each, interleaved.
+# and raw verbs UD (perftest, and bench/rawud.c: mpibench's windows of the bw test over raw UD),
+# hostA <-> hostB, RUNS times each, interleaved.
 #   bench/in-vm-bench.sh full|quick|main RUNS CALLGRIND(0|1) OUTDIR
 # (main: the main job's few sizes, bench/main-job.sh; no message-rate or scaling jobs)
 # Writes into OUTDIR: plan.txt (what was run), raw/ (every benchmark's output; rawud-*.txt
-# are perftest's results in mpibench's line format), status.txt (one line per benchmark:
+# are perftest's results in mpibench's line format, rawudw-*.txt bench/rawud.c's), status.txt (one line per benchmark:
 # name, exit code, seconds), callgrind/ (optional). Exits non-zero if a benchmark failed.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u    # not -e: runs every benchmark whatever fails, records each exit code (docs/development.md, Scripts)
@@ -53,9 +54,10 @@ IDLE=(chrt --idle 0)
 
 csv() { echo "$*" | tr -s ' ' ','; }
 failures=0 done_n=0
-# benchmarks per run: usnic and tcp (each with its message-rate job if any), raw UD, scaling
+# benchmarks per run: usnic and tcp (each with its message-rate job if any), raw UD (perftest
+# and rawud), scaling
 # shellcheck disable=SC2086
-total=$((runs * (3 + (${#MR_SIZES} > 0 ? 2 : 0) + $(echo $SCALE_PER_HOST | wc -w)) + callgrind))
+total=$((runs * (4 + (${#MR_SIZES} > 0 ? 2 : 0) + $(echo $SCALE_PER_HOST | wc -w)) + callgrind))
 # record NAME RC SECONDS: a benchmark's result. Then the hosts are cleaned up for the next
 # one: nothing but the benchmarks runs in nsA/nsB, so whatever is left there (an orted or a
 # rank that did not exit, a perftest server) would steal the two vCPUs; it is killed and
@@ -81,6 +83,7 @@ record() {
 
 mpicc -O2 -Wall -o "$W/mpibench" "$BENCH/mpibench.c" || { record build 1 0; exit 1; }
 mpicc -O2 -Wall -o "$W/scaling" "$BENCH/scaling.c" || { record build 1 0; exit 1; }
+cc -O2 -Wall -o "$W/rawud" "$BENCH/rawud.c" -libverbs || { record build 1 0; exit 1; }
 
 # One rank per host: ranks are not bound, so that the two hosts' ranks do not share one vCPU
 # (both namespaces see the same two vCPUs, and binding would put both ranks on core 0).
@@ -196,6 +199,23 @@ run_raw() {
     record "rawud-r$r" "$rc" $((SECONDS - t0))
 }
 
+# run_rawud RUN: raw UD under mpibench's bw load (bench/rawud.c: windows of 64 messages, each
+# answered by 4 bytes) at every RAW size, with mpibench's budgets; rawudw-rN.txt
+run_rawud() {
+    local t0=$SECONDS rc spid
+    port=$((port + 1))
+    onhost B "${IDLE[@]}" timeout -k 5 300 "$W/rawud" -r -d "$RXEVM_DEV_B" -x "$RXEVM_GID_INDEX" \
+        -p "$port" > "$W/rawud-server.txt" 2>&1 &
+    spid=$!
+    onhost A "${IDLE[@]}" timeout -k 5 300 "$W/rawud" -c "$RXEVM_IP_B" -d "$RXEVM_DEV_A" \
+        -x "$RXEVM_GID_INDEX" -p "$port" -S "$(csv "$RAW_SIZES")" "${MB_ARGS[@]}" \
+        > "$out/raw/rawudw-r$1.txt" 2>&1
+    rc=$?
+    wait "$spid" || rc=1
+    cat "$W/rawud-server.txt" >> "$out/raw/rawudw-r$1.txt"
+    record "rawudw-r$1" "$rc" $((SECONDS - t0))
+}
+
 # Instructions per message in the usnic BTL: rank 0 (hostA) runs an 8-byte ping-pong under
 # callgrind, which counts only mpibench's measured iterations (dumped to callgrind.out.1
 # when idle_progress starts) and then IDLE progress passes with nothing to receive
@@ -237,6 +257,7 @@ for ((r = 1; r <= runs; r++)); do
     run_mpi usnic "$r"
     run_mpi tcp "$r"
     run_raw "$r"
+    run_rawud "$r"
     run_scaling "$r"
 done
 [ "$callgrind" = 1 ] && run_callgrind

@@ -20,12 +20,12 @@ LAT_TARGET=1.10 BW_TARGET=0.95 RESEND_TARGET=1
 
 # get TRANSPORT TEST SIZE COLUMN (medians.tsv: 6 median us, 7 min us, 8 MB/s, 9 msg/s)
 get() { awk -v t="$1" -v x="$2" -v s="$3" -v c="$4" '$1 == t && $2 == x && $3 == s { print $c; exit }' "$med"; }
-# paired TEST SIZE RAWSIZE COLUMN: median over the rounds of usnic / raw UD (all.tsv: 8 median
-# us, 10 MB/s, 11 msg/s)
+# paired TEST SIZE RAWSIZE COLUMN [RAW]: median over the rounds of usnic / raw UD (RAW: rawud,
+# perftest, or rawudw, bench/rawud.c; all.tsv: 8 median us, 10 MB/s, 11 msg/s)
 paired() {
-    awk -v x="$1" -v s="$2" -v rs="$3" -v c="$4" '
+    awk -v x="$1" -v s="$2" -v rs="$3" -v c="$4" -v raw="${5:-rawud}" '
         $3 == x && $1 == "usnic" && $4 == s { u[$2] = $c }
-        $3 == x && $1 == "rawud" && $4 == rs { r[$2] = $c }
+        $3 == x && $1 == raw && $4 == rs { r[$2] = $c }
         END { n = 0
               for (k in u) if ((k in r) && r[k] > 0) a[++n] = u[k] / r[k]
               if (n == 0) exit
@@ -69,7 +69,13 @@ u=$(get usnic bw 8 9) r=$(get rawud bw 8 9) t=$(get tcp bw 8 9)
 p=$(paired bw 8 8 11)
 row "8 B message rate (msg/s)" "$(fmt "$u")" "$(fmt "$r")" "$(fmt "$t")" \
     "$(ratio "$u" "$r")${p:+ ($p)}" "$(ratio "$u" "$t")"
+r=$(get rawudw bw 8 9)
+[ -n "$r" ] || missing=1
+p=$(paired bw 8 8 11 rawudw)
+row "  raw UD in the same windows" "" "$(fmt "$r")" "" "$(ratio "$u" "$r")${p:+ ($p)}" ""
 echo "* raw UD: $(label "$rbw") messages (UD sends at most one MTU); usnic and tcp stream the size named."
+echo "Raw UD's message rate: perftest keeps 128 sends in flight; in the same windows (bench/rawud.c) it"
+echo "sends mpibench's windows of 64, each answered by 4 bytes, as usnic's rate is measured."
 
 # usnic's own counters, from the final statistics lines of its jobs (both hosts)
 read -r resent data timer fast spur jobs < <(cat "$d"/raw/usnic-r*.txt 2>/dev/null | awk '

@@ -31,14 +31,15 @@ done > "$out/all.tsv"
 # shellcheck source=bench/report-lib.sh
 . "$(dirname "$0")/report-lib.sh"
 medians 2
-# pratio TEST SIZE COLUMN(7 mean|8 median|9 min|10 MB/s): usnic / raw UD paired run by run (the
-# same run of the interleaved suite), as "MEDIAN (MIN-MAX)" over the runs; "–" if no run has both
+# pratio TEST SIZE COLUMN(7 mean|8 median|9 min|10 MB/s|11 msg/s) [RAW]: usnic / RAW (default
+# rawud: perftest) paired run by run (the same run of the interleaved suite), as "MEDIAN
+# (MIN-MAX)" over the runs; "–" if no run has both
 pratio() {
-    awk -v x="$1" -v s="$2" -v c="$3" '
-        $3 == x && $4 == s && ($1 == "usnic" || $1 == "rawud") { v[$1, $2] = $c; r[$2] = 1 }
+    awk -v x="$1" -v s="$2" -v c="$3" -v raw="${4:-rawud}" '
+        $3 == x && $4 == s && ($1 == "usnic" || $1 == raw) { v[$1, $2] = $c; r[$2] = 1 }
         END {
-            for (k in r) if ((("usnic", k) in v) && (("rawud", k) in v) && v["rawud", k] + 0 > 0)
-                a[++n] = v["usnic", k] / v["rawud", k]
+            for (k in r) if ((("usnic", k) in v) && ((raw, k) in v) && v[raw, k] + 0 > 0)
+                a[++n] = v["usnic", k] / v[raw, k]
             if (!n) { print "–"; exit }
             for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
             m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
@@ -88,6 +89,8 @@ done
 expect rawud lat $raw_sizes
 # shellcheck disable=SC2086
 expect rawud bw $raw_sizes
+# shellcheck disable=SC2086
+expect rawudw bw $raw_sizes
 for n in $(planval scaling_ranks_per_host); do
     for ((r = 1; r <= runs; r++)); do
         grep -qs '^scaling ranks' "$out/raw/scaling-n$((2 * n))-r$r.txt" ||
@@ -177,6 +180,8 @@ fi
     echo "- **tcp**: \`--mca btl tcp,self --mca btl_tcp_if_include 10.88.0.0/24\`, same veth."
     echo "- **raw UD**: perftest \`ib_send_lat\` / \`ib_send_bw -c UD -x 1\` between rxeA and"
     echo "  rxeB (QP numbers exchanged over TCP); UD messages are limited to the MTU (4096 B)."
+    echo "- **raw UD, same windows**: \`bench/rawud.c\`, mpibench's bw load over one UD queue pair"
+    echo "  per side: windows of 64 sends (each signalled), each answered by 4 bytes."
     echo "- MPI programs: \`bench/mpibench.c\` ($(planval mpibench_args); per size: warm-up, then"
     echo "  as many iterations as fit the time budget). Latency is half the round trip, the median"
     echo "  over the iterations (perftest: \`t_typical\`, its median). Bandwidth: a window of up"
@@ -236,6 +241,24 @@ fi
              "$(fmt "$(get usnic bw "$s" rate)") | $(fmt "$(get rawud bw "$s" rate)") |" \
              "$(fmt "$(get tcp bw "$s" rate)") |"
     done
+    echo
+    echo "## Small-message streams against raw UD under the same load (messages/s)"
+    echo
+    echo "The bandwidth test's rates up to the MTU beside raw UD sending the same windows (each"
+    echo "of 64 messages, answered by 4 bytes: \`bench/rawud.c\`), the limit of that load on this"
+    echo "device; perftest keeps 128 sends in flight without a pause. Ratio < 1: usnic is slower."
+    echo
+    echo "| size | usnic | raw UD, same windows | perftest | usnic / raw UD, same windows | paired | usnic median window | raw UD median window |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for s in $raw_sizes; do
+        case " $sizes " in *" $s "*) ;; *) continue ;; esac
+        u=$(get usnic bw "$s" rate) r=$(get rawudw bw "$s" rate)
+        echo "| $(human "$s") | $(fmt "$u") | $(fmt "$r") | $(fmt "$(get rawud bw "$s" rate)") |" \
+             "$(ratio "$u" "$r") | $(pratio bw "$s" 11 rawudw) |" \
+             "$(fmt "$(get usnic bw "$s" median)") µs | $(fmt "$(get rawudw bw "$s" median)") µs |"
+    done
+    echo
+    echo "(median window: the median window's time per message.)"
     echo
     echo "## Bidirectional bandwidth (MB/s, both directions together)"
     echo
