@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <net/if.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -391,6 +392,47 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     return true;
 }
 
+/* The progress callback when idle passes yield, and the one it wraps. */
+static mca_btl_base_component_progress_fn_t yielding_inner;
+
+static int progress_yielding(void)
+{
+    int count = yielding_inner();
+
+    if (0 == count) {
+        sched_yield();
+    }
+    return count;
+}
+
+/* Idle passes yield the CPU (btl_usnic_yield_when_idle) where a module's
+ * device needs the host's CPUs for its work: the kernel threads of a
+ * software device get them too late from polling processes (docs/usage.md).
+ * A callback around the one thread_init chose, so that no other device's
+ * pass pays for the test. */
+static void choose_yield(opal_btl_usnic_component_t *c)
+{
+    bool yield = 1 == c->yield_when_idle;
+
+    for (int i = 0; i < c->num_modules && -1 == c->yield_when_idle && !yield; ++i) {
+        if (c->modules[i].limits.host_kernel_work) {
+            usnic_verbose(5, "%s: %s: the host's kernel does this device's work: idle progress "
+                          "passes yield the CPU (btl_usnic_yield_when_idle -1)",
+                          opal_process_info.nodename, c->modules[i].dev_name);
+            yield = true;
+        }
+    }
+    if (!yield) {
+        return;
+    }
+    if (1 == c->yield_when_idle) {
+        usnic_verbose(5, "%s: idle progress passes yield the CPU (btl_usnic_yield_when_idle 1)",
+                      opal_process_info.nodename);
+    }
+    yielding_inner = c->super.btl_progress;
+    c->super.btl_progress = progress_yielding;
+}
+
 /* Several devices share the traffic: a smaller eager limit, unless set. */
 static void apply_eager_limit_policy(opal_btl_usnic_component_t *c)
 {
@@ -463,6 +505,8 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
     (void) mpi_threads;     /* opal_using_threads() says the same; see btl_usnic_thread.c */
 
     *num_btls = 0;
+    /* (the callback as registered; init chooses its wrappers again) */
+    c->super.btl_progress = opal_btl_usnic_component_progress;
     /* each module checks the locked-memory limit for what it registers */
     c->locked_planned = 0;
     if (!init_identity(c)) {
@@ -475,6 +519,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool progress
         btls = hand_out_btls(c);
         if (NULL != btls) {
             opal_btl_usnic_thread_init();
+            choose_yield(c);
         } else {
             c->num_modules = 0;
         }

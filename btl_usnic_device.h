@@ -57,6 +57,8 @@ typedef struct {
     int max_cqe;                    /* deepest completion queue */
     bool pins_memory;               /* registration counts against RLIMIT_MEMLOCK */
     bool drops_unbuffered;          /* a datagram finding no receive buffer is lost (UD) */
+    bool host_kernel_work;          /* the host's kernel does the device's work in threads of
+                                     * its own, on the CPUs the processes poll (Soft-RoCE) */
 } opal_btl_usnic_dev_limits_t;
 
 /* What a channel asks for, and what the device granted. */

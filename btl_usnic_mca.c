@@ -206,6 +206,11 @@ int opal_btl_usnic_component_register(void)
             "passes (with btl_usnic_progress_thread); keep it well below "
             "btl_usnic_retrans_timeout, or computing receivers make their peers retransmit",
             1000, &c->progress_thread_interval, OPAL_INFO_LVL_5);
+    reg_int("yield_when_idle", "Whether a progress pass that found nothing yields the CPU "
+            "(sched_yield): -1 = on devices whose work the host's kernel does in threads of "
+            "its own, on the CPUs the processes poll (Soft-RoCE), 0 = never, 1 = always. "
+            "Polling processes otherwise delay that work; a hardware NIC needs no CPU",
+            -1, &c->yield_when_idle, OPAL_INFO_LVL_5);
     reg_string("rcache", "Registration cache used for send and receive buffers", "grdma",
                &c->rcache_name, OPAL_INFO_LVL_5);
     reg_string("mpool_hints", "Hints for choosing the memory pool of registered buffers",
@@ -238,6 +243,8 @@ int opal_btl_usnic_component_register(void)
                       INT_MAX, "1 or more");
     ok &= check_range("btl_usnic_ack_iteration_delay", c->ack_iteration_delay, 0, INT_MAX,
                       "0 or more");
+    ok &= check_range("btl_usnic_yield_when_idle", c->yield_when_idle, -1, 1,
+                      "-1 (on devices the host's kernel drives), 0 or 1");
     ok &= check_range("btl_usnic_priority_limit", c->priority_limit, 0, INT_MAX, "0 or more");
     ok &= check_range("btl_usnic_pack_lazy_threshold", c->pack_lazy_threshold, -1, INT_MAX,
                       "-1 or more");

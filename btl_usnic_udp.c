@@ -254,6 +254,8 @@ static int udp_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_cqe = 4 * 16384;
     limits->pins_memory = false;
     limits->drops_unbuffered = false;
+    /* (the kernel's work runs in the processes' own send and receive calls) */
+    limits->host_kernel_work = false;
     return OPAL_SUCCESS;
 }
 

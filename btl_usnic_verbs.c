@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,15 @@ static uint32_t port_speed_mbps(const struct ibv_port_attr *pa)
     default: width = 1; break;
     }
     return lane * width;
+}
+
+/* A device with no hardware below it (Soft-RoCE): the kernel registers it
+ * under /sys/devices/virtual. */
+static bool device_is_virtual(struct ibv_device *dev)
+{
+    char path[PATH_MAX];
+
+    return NULL != realpath(dev->ibdev_path, path) && NULL != strstr(path, "/devices/virtual/");
 }
 
 static bool device_is_usnic(struct ibv_device *dev)
@@ -238,6 +248,7 @@ static int verbs_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_cqe = da.max_cqe;
     limits->pins_memory = true;
     limits->drops_unbuffered = true;
+    limits->host_kernel_work = device_is_virtual(CTX(dev)->device);
     return OPAL_SUCCESS;
 }
 

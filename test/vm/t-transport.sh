@@ -6,7 +6,10 @@
 #    parameter with its three values;
 # b) hostA on udp, hostB on verbs (one rank each): both print the "transport mismatch"
 #    help naming their own and the peer's transport, and the job ends (no usnic path between
-#    them, so MPI_Init reports them unreachable) instead of hanging.
+#    them, so MPI_Init reports them unreachable) instead of hanging;
+# c) idle progress passes yield the CPU on Soft-RoCE, whose work the host's kernel does
+#    (btl_usnic_yield_when_idle -1: both hosts say so at btl_base_verbose 5), not over UDP
+#    sockets and not with btl_usnic_yield_when_idle 0; ompi_info lists the parameter.
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -63,5 +66,26 @@ for x in A B; do
     else
         dp_fail "mismatch: no 'transport mismatch' message from host$x"
     fi
+done
+
+# c) the idle yield
+assert_grep 'btl_usnic_yield_when_idle' "$WORK/params" "ompi_info lists btl_usnic_yield_when_idle"
+for mode in verbs udp off; do
+    args=(--mca btl_base_verbose 5)
+    case $mode in
+        udp) args+=(--mca btl_usnic_transport udp --mca btl_usnic_if_include "$RXEVM_NET.0/24") ;;
+        off) args+=(--mca btl_usnic_yield_when_idle 0) ;;
+    esac
+    OUT=$WORK/yield-$mode.out
+    dp_run 1 "$OUT" "${args[@]}" "$WORK/p2p" -s 1,4096 -p pingpong
+    [ "$DP_RC" = 0 ] || dp_fail "yield $mode: mpirun exit code $DP_RC"
+    want=$([ $mode = verbs ] && echo yes || echo no)
+    for x in A B; do
+        got=no
+        grep -aq "host$x: rxe$x: the host's kernel does this device's work: idle progress passes yield the CPU" \
+            "$OUT" && got=yes
+        if [ "$got" = "$want" ]; then pass "yield $mode: host$x's idle passes yield: $got"
+        else dp_fail "yield $mode: host$x's idle passes yield: $got, expected $want"; fi
+    done
 done
 dp_done
