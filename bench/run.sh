@@ -2,7 +2,8 @@
 # bench/run.sh [--quick|--main] [--runs N] [--no-callgrind] [--out DIR]: the benchmark suite in ONE boot of the
 # rxe-vm VM: MPI micro-benchmarks (bench/mpibench.c: latency, streaming and bidirectional
 # bandwidth, multi-pair message rate) over usnic and over btl/tcp, and the raw verbs UD
-# baseline (perftest) on the same Soft-RoCE devices, hostA <-> hostB, N runs each (default 7),
+# baselines (perftest, and bench/rawud.c under mpibench's bw load) on the same Soft-RoCE
+# devices, hostA <-> hostB, N runs each (default 7),
 # interleaved round by round (usnic, tcp, raw UD, scaling; then the next round), so that the
 # per-round ratios usnic / raw UD pair measurements taken under the same conditions.
 # Results replace those of the previous run in bench/results/latest/ (older runs are in git
