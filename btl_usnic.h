@@ -187,8 +187,8 @@ typedef struct opal_btl_usnic_component_t {
     char *connectivity_map_prefix;
     int peer_timeout;               /* seconds without ACK progress before a peer is declared dead */
     bool progress_thread;           /* progress from a thread of our own while the application computes */
-    int yield_when_idle;            /* -1: an idle pass yields on a device the kernel drives, 0 never, 1 always */
     int progress_thread_interval;   /* microseconds between its passes */
+    int yield_when_idle;            /* -1: an idle pass yields on a device the kernel drives, 0 never, 1 always */
 
     /* OPAL's reachable framework (route lookups) is open and selected */
     bool reachable_ready;
