@@ -223,52 +223,31 @@ static void post_send(struct ud *u, int i, uint32_t len)
     }
 }
 
-/* Waits for the completions of the last n sends. */
-static void reap_sends(struct ud *u, int n, long long deadline)
+/* Waits for n completions of cq, the send or the receive queue's; a
+ * receive's buffer is posted again at once. */
+static void wait_cq(struct ud *u, struct ibv_cq *cq, int n, long long deadline)
 {
+    const char *what = cq == u->rcq ? "receive" : "send";
     struct ibv_wc wc[32];
 
     while (n > 0) {
-        int got = ibv_poll_cq(u->scq, 32, wc);
+        int got = ibv_poll_cq(cq, n < 32 ? n : 32, wc);
 
         if (got < 0) {
             die("ibv_poll_cq");
         }
         for (int i = 0; i < got; ++i) {
             if (IBV_WC_SUCCESS != wc[i].status) {
-                fprintf(stderr, "rawud: send: %s\n", ibv_wc_status_str(wc[i].status));
+                fprintf(stderr, "rawud: %s: %s\n", what, ibv_wc_status_str(wc[i].status));
                 exit(1);
+            }
+            if (cq == u->rcq) {
+                post_recv(u, (int) wc[i].wr_id);
             }
         }
         n -= got;
         if (0 == got && now_ns() > deadline) {
-            fprintf(stderr, "rawud: send completions missing for 2 s\n");
-            exit(1);
-        }
-    }
-}
-
-/* Waits for want receives (reposting each); returns when they came. */
-static void wait_recvs(struct ud *u, int want, long long deadline)
-{
-    struct ibv_wc wc[32];
-
-    while (want > 0) {
-        int n = ibv_poll_cq(u->rcq, want < 32 ? want : 32, wc);
-
-        if (n < 0) {
-            die("ibv_poll_cq");
-        }
-        for (int i = 0; i < n; ++i) {
-            if (IBV_WC_SUCCESS != wc[i].status) {
-                fprintf(stderr, "rawud: receive: %s\n", ibv_wc_status_str(wc[i].status));
-                exit(1);
-            }
-            post_recv(u, (int) wc[i].wr_id);
-        }
-        want -= n;
-        if (n == 0 && now_ns() > deadline) {
-            fprintf(stderr, "rawud: no datagram for 2 s (%d of a window missing)\n", want);
+            fprintf(stderr, "rawud: %d %s completion(s) missing after 2 s\n", n, what);
             exit(1);
         }
     }
@@ -282,17 +261,17 @@ static long long send_window(struct ud *u, uint32_t size, int window)
     for (int i = 0; i < window; ++i) {
         post_send(u, i, size);
     }
-    reap_sends(u, window, t0 + TIMEOUT_NS);
-    wait_recvs(u, 1, now_ns() + TIMEOUT_NS);
+    wait_cq(u, u->scq, window, t0 + TIMEOUT_NS);
+    wait_cq(u, u->rcq, 1, now_ns() + TIMEOUT_NS);
     return now_ns() - t0;
 }
 
 /* One window as the receiver: WINDOW datagrams, then the answer. */
 static void recv_window(struct ud *u, int window)
 {
-    wait_recvs(u, window, now_ns() + TIMEOUT_NS);
+    wait_cq(u, u->rcq, window, now_ns() + TIMEOUT_NS);
     post_send(u, 0, ANSWER);
-    reap_sends(u, 1, now_ns() + TIMEOUT_NS);
+    wait_cq(u, u->scq, 1, now_ns() + TIMEOUT_NS);
 }
 
 static int cmp_ll(const void *a, const void *b)
