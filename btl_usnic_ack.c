@@ -20,9 +20,9 @@
 
 /* Post one standalone ACK to ep, paying what it owes: OPAL_SUCCESS,
  * OPAL_ERR_TEMP_OUT_OF_RESOURCE without an ACK buffer, or an error after
- * which the module is dead. */
+ * which the module is dead.  seq: the segment a probe asks about. */
 static int post_ack(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                    uint8_t flags)
+                    uint8_t flags, uint16_t seq)
 {
     opal_btl_usnic_ack_item_t *item;
     usnic_btl_header_t *hdr;
@@ -39,6 +39,7 @@ static int post_ack(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *
     /* (the ACK buffers are never zeroed: a stale USNIC_HDR_RESEND
      * would report a resend the peer never sent) */
     hdr->flags = flags;
+    hdr->pkt_seq = seq;
     hdr->ack_present = 1;
     hdr->ack_seq = ep->rx_acked = usnic_rx_ack_value(&ep->rx);
     opal_btl_usnic_add_ack_flags(ep, hdr);
@@ -57,10 +58,11 @@ static int post_ack(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *
     return OPAL_SUCCESS;
 }
 
-bool opal_btl_usnic_send_probe(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+bool opal_btl_usnic_send_probe(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                               uint16_t seq)
 {
     if (0 == module->channels[USNIC_PRIORITY_CHANNEL].sd_wqe ||
-        OPAL_SUCCESS != post_ack(module, ep, USNIC_HDR_ACK_REQ)) {
+        OPAL_SUCCESS != post_ack(module, ep, USNIC_HDR_ACK_REQ, seq)) {
         return false;
     }
     ++module->stats.num_timer_probes;
@@ -112,7 +114,7 @@ void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module)
         if (OPAL_UNLIKELY(!ep->connectivity_checked)) {
             opal_btl_usnic_connectivity_check(ep);
         }
-        rc = post_ack(module, ep, 0);
+        rc = post_ack(module, ep, 0, 0);
         if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
             /* No ACK buffer: try again on the next pass. */
             break;

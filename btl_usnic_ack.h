@@ -71,8 +71,10 @@ static inline void opal_btl_usnic_piggyback_ack(opal_btl_usnic_endpoint_t *ep,
 }
 
 /* A probe for a timer that expired: a standalone ACK that asks ep's peer to
- * answer at once.  False if no send slot or ACK buffer was free. */
-bool opal_btl_usnic_send_probe(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep);
+ * answer at once about segment seq.  False if no send slot or ACK buffer
+ * was free. */
+bool opal_btl_usnic_send_probe(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                               uint16_t seq);
 
 /* Send the standalone ACKs that are due, while the priority channel has room. */
 void opal_btl_usnic_send_due_acks(opal_btl_usnic_module_t *module);

@@ -424,6 +424,10 @@ void opal_btl_usnic_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_se
          * completion queue for both channels, in arrival order). */
         if (OPAL_UNLIKELY(hdr->flags & USNIC_HDR_ACK_REQ)) {
             ep->rx_report |= USNIC_ACK_PROBED;
+            if (USNIC_SEQ_DIFF16(hdr->pkt_seq, ep->rx_acked) > 0 &&
+                USNIC_SEQ_DIFF16(hdr->pkt_seq, ep->rx.next_contig) < 0) {
+                ep->rx_report |= USNIC_ACK_PROBE_LATE;
+            }
             opal_btl_usnic_schedule_ack(ep, true);
         }
         goto repost;

@@ -16,7 +16,8 @@
  *                  sent only once: retrans_init, retrans_first_send
  *                  (inline, btl_usnic_retrans.h), handle_ack; a resend of
  *                  the timed segment or of one below it cancels the sample
- *                  and the next round trip is timed (retrans_resend).
+ *                  and the next round trip is timed (retrans_resend); so
+ *                  does a probe (timer_expired).
  * timer            one deadline per endpoint, running while anything is
  *                  unacknowledged and pushed back by every ACK that moves
  *                  the window (new_ack), so a long burst that drains
@@ -33,11 +34,14 @@
  *                  and not even that when the device's network showed
  *                  no loss for USNIC_LOSS_MEMORY_US (btl_usnic_timer_probe;
  *                  module->loss_seen_us, any peer, either direction): the
- *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ,
- *                  opal_btl_usnic_send_probe), the peer's answer
- *                  (USNIC_ACK_PROBED) covers the segment or resends it at
- *                  once (probe_answered); each expiry without an answer
- *                  probes again, the USNIC_PROBES_MAX + 1st resends.
+ *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ
+ *                  naming the segment, opal_btl_usnic_send_probe), the
+ *                  peer's answer (USNIC_ACK_PROBED) covers the segment or
+ *                  resends it at once (probe_answered); each expiry
+ *                  without an answer probes again, the USNIC_PROBES_MAX +
+ *                  1st resends.  An answer that says the peer had the
+ *                  segment unacknowledged (USNIC_ACK_PROBE_LATE) raises
+ *                  the floor as a late peer's duplicate does (below).
  *                  If the device has not completed that segment's send
  *                  yet, it was not late: the timer starts again instead.
  *                  A poll of the pass that came back full may hide the
@@ -286,9 +290,14 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
         ep->probes < USNIC_PROBES_MAX && now - module->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
-        opal_btl_usnic_send_probe(module, ep)) {
+        opal_btl_usnic_send_probe(module, ep, seg->seq)) {
         if (0 == ep->probes) {
             ep->probe_sent_us = sent_us;
+            /* (Karn: the ACK of a timed segment may now be the probe's
+             * answer, which times the wait for it, not the path; after a
+             * lost ACK that sample would hold the RTO up for long) */
+            ep->rtt_timing = false;
+            ep->rtt_skip = 0;
         }
         ep->probe_seq = seg->seq;
         ++ep->probes;
@@ -474,10 +483,21 @@ static int hole_wait_over(opal_btl_usnic_endpoint_t *ep, double now)
     return n;
 }
 
+/* The peer was late by late_us (away from progress): the timeout's floor
+ * goes up for a while (Eifel's response; lowered again in timer_expired). */
+static void late_peer(opal_btl_usnic_endpoint_t *ep, double now, double late_us)
+{
+    usnic_rto_raise_floor(&ep->rto, late_us, ep->rto.base_us * USNIC_LATE_FLOOR_MAX);
+    ep->floor_raised_us = now;
+    if (ep->rto.min_us > ep->module->stats.max_rto_us) {
+        ep->module->stats.max_rto_us = ep->rto.min_us;
+    }
+}
+
 /* The peer answered a probe (and the ACK is handled): the probed segment
- * arrived, and the timeout was too quick; or, still the oldest
- * unacknowledged, it was lost: resent now. */
-static void probe_answered(opal_btl_usnic_endpoint_t *ep)
+ * arrived, and the timeout was too quick (the peer late, or an ACK lost);
+ * or, still the oldest unacknowledged, it was lost: resent now. */
+static void probe_answered(opal_btl_usnic_endpoint_t *ep, uint8_t flags)
 {
     opal_btl_usnic_module_t *module = ep->module;
     uint16_t oldest = (uint16_t)(ep->tx.ack_seq_rcvd + 1);
@@ -485,6 +505,10 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep)
     ep->probes = 0;
     if (0 == usnic_tx_window_inflight(&ep->tx) || oldest != ep->probe_seq) {
         ++module->stats.num_probe_spurious;
+        if (flags & USNIC_ACK_PROBE_LATE) {
+            double now = opal_btl_usnic_now_us();
+            late_peer(ep, now, now - ep->probe_sent_us);
+        }
         return;
     }
     module->loss_seen_us = opal_btl_usnic_now_us();
@@ -516,12 +540,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
          * the same, does not: the report is the first ACK of it. */
         if ((flags & USNIC_ACK_DUP_LATE) || since >= 0) {
             double now = opal_btl_usnic_now_us();
-            usnic_rto_raise_floor(&ep->rto, now - ep->tmo_sent_us,
-                                  ep->rto.base_us * USNIC_LATE_FLOOR_MAX);
-            ep->floor_raised_us = now;
-            if (ep->rto.min_us > module->stats.max_rto_us) {
-                module->stats.max_rto_us = ep->rto.min_us;
-            }
+            late_peer(ep, now, now - ep->tmo_sent_us);
         } else {
             /* (a lost ACK: the path loses) */
             ep->module->loss_seen_us = opal_btl_usnic_now_us();
@@ -549,7 +568,7 @@ void opal_btl_usnic_flagged_ack(opal_btl_usnic_endpoint_t *ep, uint16_t ack, uin
     class = usnic_tx_classify_ack(&ep->tx, ack);
     opal_btl_usnic_handle_ack(ep, ack);
     if ((flags & USNIC_ACK_PROBED) && 0 != ep->probes) {
-        probe_answered(ep);
+        probe_answered(ep, flags);
     }
     if (USNIC_ACK_NEW != class && USNIC_ACK_DUP != class) {
         return;

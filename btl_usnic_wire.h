@@ -59,6 +59,10 @@ enum {
  * USNIC_HDR_ACK_REQ): a segment this ACK does not cover, sent before the
  * probe, has not arrived. */
 #define USNIC_ACK_PROBED 0x10
+/* ack_flags, with USNIC_ACK_PROBED: the segment the probe named (its
+ * pkt_seq) had arrived, but the receiver had not acknowledged it yet: it
+ * was late (away from progress), no ACK of it was lost. */
+#define USNIC_ACK_PROBE_LATE 0x20
 /* flags: the sender cannot send more until this is acknowledged (its
  * window is full, or this is a resend): ACK at once, do not delay.  On an
  * ACK: a probe from a sender whose timer expired (answer at once, with
@@ -69,7 +73,7 @@ enum {
 
 typedef struct {
     uint64_t sender;        /* (jobid << 32) | vpid of the sending process */
-    uint16_t pkt_seq;       /* sequence number; unused in ACKs */
+    uint16_t pkt_seq;       /* sequence number; in a probe, the segment it asks about */
     uint16_t ack_seq;       /* cumulative ACK, valid if ack_present */
     uint16_t payload_len;   /* bytes after this (or the chunk) header */
     uint16_t dup_seq;       /* with USNIC_ACK_DUP_SEEN: a sequence number received again */

@@ -555,6 +555,11 @@ USNIC_TEST(engine_lost_ack)
     check_int_eq(STATS(w, SIDE_B)->num_ack_sends, 2);
     check_int_eq(STATS(w, SIDE_A)->num_ack_recvs, 1);
     check(!w->ep[SIDE_A]->rto.backed_off);
+    /* the segment was timed, but the answer times the probe, not the path
+     * (Karn): no sample from it; and B had acknowledged the segment (its
+     * ACK was lost), so B was not late: the timeout floor stays */
+    check(!w->ep[SIDE_A]->rto.have_sample);
+    check_int_eq(w->ep[SIDE_A]->rto.min_us, (uint32_t) usnic_component.retrans_timeout);
 
     /* the same on a path that lost lately: the resend was not needed, but B
      * was not late: its ACK was lost, and the timeout floor stays */
@@ -3717,8 +3722,10 @@ USNIC_TEST(engine_timer_after_absence)
  * so A probes instead of resending.  B comes back, reads the three
  * segments and then the probe, and its answer acknowledges them all:
  * nothing is resent, the window is not cut, the timeout not backed off.
- * (With btl_usnic_timer_probe 0, or before it, A resends the oldest:
- * a copy of what B holds.) */
+ * B had not acknowledged the probed segment yet, so its answer says it was
+ * late, and A's timeout floor goes up for a while.  (With
+ * btl_usnic_timer_probe 0, or before it, A resends the oldest: a copy of
+ * what B holds.) */
 USNIC_TEST(engine_late_receiver_probed_not_resent)
 {
     world_t *w = world_new(40, 41);
@@ -3747,6 +3754,7 @@ USNIC_TEST(engine_late_receiver_probed_not_resent)
     check(!a->in_recovery);
     check_int_eq(a->probes, 0);
     check(!a->rto.backed_off);
+    check(a->rto.min_us > (uint32_t) usnic_component.retrans_timeout);
     world_fini(w);
     return 0;
 }
