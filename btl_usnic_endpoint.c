@@ -57,6 +57,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tmo_pending = false;
     ep->tmo_seq = 0;
     ep->probes = 0;
+    ep->probe_missing = false;
     ep->probe_sent_us = 0;
     ep->probe_seq = 0;
     ep->rx_report = 0;

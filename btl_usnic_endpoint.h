@@ -110,6 +110,9 @@ typedef struct mca_btl_base_endpoint_t {
      * expiries, until the peer answers (USNIC_ACK_PROBED) or the timer
      * resends it (0: no probe waits). */
     uint8_t probes;
+    /* the peer answered once that probe_seq has not arrived: the next such
+     * answer resends it */
+    bool probe_missing;
     uint16_t probe_seq;
     double probe_sent_us;               /* about when probe_seq was first sent */
     usnic_tx_cwnd_state_t tmo_cwnd;

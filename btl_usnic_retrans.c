@@ -36,8 +36,11 @@
  *                  module->loss_seen_us, any peer, either direction): the
  *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ
  *                  naming the segment, opal_btl_usnic_send_probe), the
- *                  peer's answer (USNIC_ACK_PROBED) covers the segment or
- *                  resends it at once (probe_answered); each expiry
+ *                  peer's answer (USNIC_ACK_PROBED) covers the segment, or
+ *                  says it missing: the first time the next expiry probes
+ *                  again (a datagram of the other channel may arrive after
+ *                  the probe), the second resends it at once
+ *                  (probe_answered); each expiry
  *                  without an answer probes again, the USNIC_PROBES_MAX +
  *                  1st resends.  An answer that says the peer had the
  *                  segment unacknowledged (USNIC_ACK_PROBE_LATE) raises
@@ -288,11 +291,16 @@ static int timer_expired(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     } else {
         ep->probes = 0;
     }
+    if (NULL == seg || ep->probe_seq != seg->seq) {
+        ep->probe_missing = false;
+    }
     if (usnic_component.timer_probe && NULL != seg && !ep->in_recovery &&
         ep->probes < USNIC_PROBES_MAX && now - module->loss_seen_us >= USNIC_LOSS_MEMORY_US &&
         opal_btl_usnic_send_probe(module, ep, seg->seq)) {
         if (0 == ep->probes) {
-            ep->probe_sent_us = sent_us;
+            if (!ep->probe_missing) {
+                ep->probe_sent_us = sent_us;
+            }
             /* (Karn: the ACK of a timed segment may now be the probe's
              * answer, which times the wait for it, not the path; after a
              * lost ACK that sample would hold the RTO up for long) */
@@ -496,7 +504,8 @@ static void late_peer(opal_btl_usnic_endpoint_t *ep, double now, double late_us)
 
 /* The peer answered a probe (and the ACK is handled): the probed segment
  * arrived, and the timeout was too quick (the peer late, or an ACK lost);
- * or, still the oldest unacknowledged, it was lost: resent now. */
+ * or, still the oldest unacknowledged, it was lost: resent now if the peer
+ * said so before. */
 static void probe_answered(opal_btl_usnic_endpoint_t *ep, uint8_t flags)
 {
     opal_btl_usnic_module_t *module = ep->module;
@@ -509,6 +518,14 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep, uint8_t flags)
             double now = opal_btl_usnic_now_us();
             late_peer(ep, now, now - ep->probe_sent_us);
         }
+        return;
+    }
+    /* A datagram sent before the probe on the other channel's queue pair may
+     * reach the peer after it (Soft-RoCE does each queue pair's receive work
+     * apart): the first such answer probes again at the next expiry. */
+    if (!ep->probe_missing) {
+        ep->probe_missing = true;
+        ++module->stats.num_probe_missing;
         return;
     }
     module->loss_seen_us = opal_btl_usnic_now_us();

@@ -445,10 +445,11 @@ USNIC_TEST(engine_duplicates)
 }
 
 /* After the last copy of a datagram is lost nothing happens until the
- * retransmit timer fires; the timeout backs off once.  B lost nothing
- * before: the expiry probes, B's answer shows the segment missing, and it
- * is resent at once.  Within 10 s after, an expiry resends without a
- * probe. */
+ * retransmit timer fires; the timeout backs off.  B lost nothing before:
+ * the expiry probes, and B's answer shows the segment missing; the next
+ * expiry probes again (the segment might have been behind the probe), and
+ * at B's second such answer it is resent at once.  Within 10 s after, an
+ * expiry resends without a probe. */
 USNIC_TEST(engine_loss_needs_timeout)
 {
     world_t *w = world_new(10, 20);
@@ -468,10 +469,18 @@ USNIC_TEST(engine_loss_needs_timeout)
     check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
     check_int_eq(w->ep[SIDE_A]->rto.rto_us, 2 * 5000);
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_missing, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 0);
+    /* (no loss is known yet: B said it once) */
+    check(w->mods[SIDE_A].loss_seen_us < 0);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 2);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
     check_ok(world_verify_counters(w));
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_probe_missing, 1);
     check_int_eq(STATS(w, SIDE_A)->num_probe_spurious, 0);
     check_int_eq(STATS(w, SIDE_A)->num_resends, 1);
     check_int_eq(STATS(w, SIDE_A)->num_cwnd_cuts, 1);
@@ -484,7 +493,7 @@ USNIC_TEST(engine_loss_needs_timeout)
     check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
     check_int_eq(f.dropped, 2);
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
-    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 2);
     check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 2);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_all_delivered(w);
@@ -1152,6 +1161,10 @@ USNIC_TEST(engine_rto_recovers)
     check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     check_int_eq(ep->rto.rto_us, 10000);
+    /* (the first probe's answer says it missing; the second resends) */
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(ep->rto.rto_us, 20000);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_int_eq(ep->rto.rto_us, 5000);
     /* the resent segment gave no sample */
@@ -3210,6 +3223,9 @@ USNIC_TEST(engine_recovery_guess_proves_no_reordering)
     check(take_seg(329, false, &late));
     w->paused = false;
     check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
+    /* (a probe whose answer says 328 missing, then the one that resends) */
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(world_run(w, 10000, false), WORLD_STALLED);
     check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
     step_until_fast_resends(w, 1);
     check_int_eq(STATS(w, SIDE_A)->num_fast_retrans, 1);
@@ -3755,6 +3771,39 @@ USNIC_TEST(engine_late_receiver_probed_not_resent)
     check_int_eq(a->probes, 0);
     check(!a->rto.backed_off);
     check(a->rto.min_us > (uint32_t) usnic_component.retrans_timeout);
+    world_fini(w);
+    return 0;
+}
+
+/* A segment of the data channel reaches B after the probe that followed it
+ * on the priority channel (Soft-RoCE does each queue pair's receive work
+ * apart).  B's answer says it missing; A probes again at the next expiry
+ * instead of resending, and the segment's own arrival settles it: nothing
+ * is resent and no loss is known.  (Before, that first answer resent it: a
+ * copy of what B got next, and for 10 s every expiry resent unprobed.) */
+USNIC_TEST(engine_probe_overtakes_segment)
+{
+    world_t *w = world_new(70, 71);
+    fake_dgram_t held;
+
+    check(NULL != w);
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 1000, SEND_PREPARE));
+    world_progress(w, SIDE_A);
+    check(take_seg(70, false, &held));
+    w->paused = false;
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    fake_wire_push(&held);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_resends, 0);
+    check_int_eq(STATS(w, SIDE_B)->num_dup_recvs + STATS(w, SIDE_B)->num_oow_low_recvs, 0);
+    check(w->mods[SIDE_A].loss_seen_us < 0);
     world_fini(w);
     return 0;
 }
