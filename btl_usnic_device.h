@@ -59,6 +59,8 @@ typedef struct {
     bool drops_unbuffered;          /* a datagram finding no receive buffer is lost (UD) */
     bool host_kernel_work;          /* the host's kernel does the device's work in threads of
                                      * its own, on the CPUs the processes poll (Soft-RoCE) */
+    bool channels_apart;            /* the channels are queues of their own: a datagram of one
+                                     * may reach the peer before one sent earlier on the other */
 } opal_btl_usnic_dev_limits_t;
 
 /* What a channel asks for, and what the device granted. */

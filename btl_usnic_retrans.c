@@ -37,10 +37,12 @@
  *                  expiry sends a probe (an ACK with USNIC_HDR_ACK_REQ
  *                  naming the segment, opal_btl_usnic_send_probe), the
  *                  peer's answer (USNIC_ACK_PROBED) covers the segment, or
- *                  says it missing: the first time the next expiry probes
- *                  again (a datagram of the other channel may arrive after
- *                  the probe), the second resends it at once
- *                  (probe_answered); each expiry
+ *                  says it missing: it is resent at once (probe_answered),
+ *                  but where the channels are queues of their own
+ *                  (limits.channels_apart: verbs) only at the second such
+ *                  answer, the first one's expiry probing again (a
+ *                  datagram of the other channel may reach the peer after
+ *                  the probe); each expiry
  *                  without an answer probes again, the USNIC_PROBES_MAX +
  *                  1st resends.  An answer that says the peer had the
  *                  segment unacknowledged (USNIC_ACK_PROBE_LATE) raises
@@ -520,10 +522,11 @@ static void probe_answered(opal_btl_usnic_endpoint_t *ep, uint8_t flags)
         }
         return;
     }
-    /* A datagram sent before the probe on the other channel's queue pair may
-     * reach the peer after it (Soft-RoCE does each queue pair's receive work
-     * apart): the first such answer probes again at the next expiry. */
-    if (!ep->probe_missing) {
+    /* On a device whose channels are queues of their own, a datagram sent
+     * before the probe on the other one may reach the peer after it
+     * (Soft-RoCE does each queue pair's receive work apart): the first such
+     * answer probes again at the next expiry. */
+    if (!ep->probe_missing && module->limits.channels_apart) {
         ep->probe_missing = true;
         ++module->stats.num_probe_missing;
         return;

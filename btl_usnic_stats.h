@@ -25,7 +25,7 @@
     X(num_timer_unsent, "retransmit timer expiries for a segment the device had not sent yet (timer restarted, nothing resent)") \
     X(num_timer_probes, "retransmit timer expiries that sent a probe, not a resend (no loss on the device's network for 10 s): the peer's answer shows whether the segment arrived") \
     X(num_probe_spurious, "probes answered with an ACK of the segment: the timeout was too quick, nothing resent") \
-    X(num_probe_missing, "probes answered the first time without the segment: probed again at the next expiry (a datagram sent before the probe on the other channel's queue pair may arrive after it), resent at the second such answer") \
+    X(num_probe_missing, "probes answered the first time without the segment on a device whose channels are queues of their own (verbs): probed again at the next expiry (a datagram sent before the probe on the other channel may arrive after it), resent at the second such answer") \
     X(num_probe_unanswered, "retransmit timer expiries with a probe unanswered (the next probe, or after the third, the resend)") \
     X(num_fast_retrans, "retransmits at once: a hole the receiver reported, or the segment a recovery's partial ACK shows missing") \
     X(num_spurious_fast, "fast retransmits the peer received twice: the path reorders (its reordering window grows)") \

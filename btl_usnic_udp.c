@@ -256,6 +256,8 @@ static int udp_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->drops_unbuffered = false;
     /* (the kernel's work runs in the processes' own send and receive calls) */
     limits->host_kernel_work = false;
+    /* (one socket carries both channels, in the order they were sent) */
+    limits->channels_apart = false;
     return OPAL_SUCCESS;
 }
 

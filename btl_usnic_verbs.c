@@ -249,6 +249,7 @@ static int verbs_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->pins_memory = true;
     limits->drops_unbuffered = true;
     limits->host_kernel_work = device_is_virtual(CTX(dev)->device);
+    limits->channels_apart = true;
     return OPAL_SUCCESS;
 }
 

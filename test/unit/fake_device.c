@@ -400,6 +400,7 @@ static int fake_query(opal_btl_usnic_dev_t *dev, const char *dev_name,
     limits->max_cqe = 65536;
     limits->pins_memory = true;
     limits->drops_unbuffered = true;
+    limits->channels_apart = true;
     return OPAL_SUCCESS;
 }
 

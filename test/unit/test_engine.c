@@ -3808,6 +3808,32 @@ USNIC_TEST(engine_probe_overtakes_segment)
     return 0;
 }
 
+/* The same loss where one queue carries both channels in the order they
+ * were sent (UDP mode's socket): B's first answer without the segment
+ * resends it at once. */
+USNIC_TEST(engine_probe_missing_ordered_channels)
+{
+    world_t *w = world_new(90, 91);
+    drop_first_t f = {.from = SIDE_A, .seqs = {90}, .nseqs = 1};
+
+    check(NULL != w);
+    w->mods[SIDE_A].limits.channels_apart = false;
+    w->filter = drop_first_filter;
+    w->filter_arg = &f;
+    check(NULL != world_send(w, SIDE_A, 2000, SEND_PREPARE));
+    check_int_eq(world_run(w, 1000, false), WORLD_STALLED);
+    check_int_eq(world_fire_timeouts(w, SIDE_A), 1);
+    check_int_eq(STATS(w, SIDE_A)->num_timer_probes, 1);
+    check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
+    check_all_delivered(w);
+    check_ok(world_verify_counters(w));
+    check_int_eq(STATS(w, SIDE_A)->num_probe_missing, 0);
+    check_int_eq(STATS(w, SIDE_A)->num_timeout_retrans, 1);
+    check(w->mods[SIDE_A].loss_seen_us > 0);
+    world_fini(w);
+    return 0;
+}
+
 /* B stays away through the probes' expiries too: each probes again, the
  * fourth resends (probes or their answers may be lost).  When B comes
  * back, the resend is a duplicate and proves the timeout spurious; B's
