@@ -78,7 +78,7 @@ fi
                 for (i = 2; i <= n; i++) for (j = i; j > 1 && x[j - 1] > x[j]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
             }
             function median(x, n) { sort(x, n); return n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2 }
-            function raised(s,   i, kv, ab) {
+            function raised(   i, kv, ab) {
                 for (i = 5; i <= NF; i++) if (split($i, kv, "=") == 2 && kv[1] == "max_rto_us") {
                     split(kv[2], ab, "/"); return ab[1] > 10000 || ab[2] > 10000 }
                 return 0
