@@ -580,7 +580,26 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
         *descriptor = des;
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    /* A small frag without a call (as frag_alloc makes it). */
+    if (OPAL_LIKELY(opal_btl_usnic_fast_open(module, endpoint))) {
+        /* One datagram straight from a registered buffer: no frag. */
+        opal_btl_usnic_send_seg_t *seg;
+        opal_free_list_item_t *item = opal_btl_usnic_fl_get(module, &module->inline_segs);
+
+        if (OPAL_UNLIKELY(NULL == item)) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        ++module->stats.pml_module_sends;
+        seg = &((opal_btl_usnic_chunk_t *) item)->seg;
+        dst = seg->payload;
+        copy_short(dst, header, header_size);
+        if (payload_size > 0) {
+            size = copy_payload(conv, dst + header_size, payload_size);
+        }
+        opal_btl_usnic_send_inline(module, endpoint, seg, header_size + size, tag);
+        return OPAL_SUCCESS;
+    }
+    /* Behind queued sends, or the fast path is full: a small frag, queued
+     * (without a call, as frag_alloc makes it). */
     frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -596,12 +615,8 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     total = header_size + size;
     opal_btl_usnic_frag_reset_sendi(frag, endpoint, total,
                                     flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, tag);
-    if (!opal_btl_usnic_send_fast(module, endpoint, frag)) {
-        /* Data is already packed: queue it rather than make the PML redo it. */
-        opal_btl_usnic_enqueue_frag(endpoint, frag);
-        opal_btl_usnic_progress_sends(module);
-    }
-    /* (else nothing more to do: the ACK returns the frag) */
+    opal_btl_usnic_enqueue_frag(endpoint, frag);
+    opal_btl_usnic_progress_sends(module);
     return OPAL_SUCCESS;
 }
 

@@ -42,6 +42,10 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
         seg->hdr->payload_type = USNIC_SEG_CHUNK == type ? USNIC_PAYLOAD_TYPE_CHUNK
                                                          : USNIC_PAYLOAD_TYPE_FRAG;
     }
+    /* (an inline datagram is never a PUT) */
+    if (USNIC_SEG_INLINE == type) {
+        seg->hdr->put_addr = 0;
+    }
     seg->payload = (uint8_t *) item->ptr + hdr_len;
     seg->lkey = usnic_item_lkey(item);
     seg->zc.addr = NULL;
@@ -52,6 +56,7 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg, opal_btl_usnic_se
     seg->prio = false;
     seg->on_resend_list = false;
     seg->frag = NULL;
+    seg->ep = NULL;
     OBJ_CONSTRUCT(&seg->resend_li, opal_list_item_t);
 }
 

@@ -41,6 +41,7 @@ typedef enum {
     USNIC_SEG_ACK,      /* standalone ACK, priority channel */
     USNIC_SEG_FRAG,     /* the one segment of a small frag */
     USNIC_SEG_CHUNK,    /* one chunk of a large frag */
+    USNIC_SEG_INLINE,   /* a sendi's one datagram, without a frag */
     USNIC_SEG_RECV,     /* receive buffer */
 } opal_btl_usnic_seg_type_t;
 
@@ -60,7 +61,8 @@ typedef struct opal_btl_usnic_send_seg_t {
     /* the last zc.len of them, if not 0: sent from where the data lies,
      * not from this buffer (a GET reply's chunk, see btl_usnic_rdma.c) */
     opal_btl_usnic_sge_t zc;
-    struct opal_btl_usnic_send_frag_t *frag;
+    struct opal_btl_usnic_send_frag_t *frag;   /* NULL: an ACK or inline */
+    struct mca_btl_base_endpoint_t *ep;        /* set by every first send */
     uint16_t seq;
     int posted;                     /* work requests not yet completed */
     int wqes;                       /* send-queue slots its completion returns */
@@ -70,7 +72,8 @@ typedef struct opal_btl_usnic_send_seg_t {
     opal_list_item_t resend_li;     /* link on the module's resend list */
 } opal_btl_usnic_send_seg_t;
 
-/* Free-list items that carry a send segment. */
+/* Free-list items that carry a send segment: chunks, inline datagrams,
+ * ACKs. */
 typedef struct {
     opal_free_list_item_t super;
     opal_btl_usnic_send_seg_t seg;

@@ -80,6 +80,7 @@ void opal_btl_usnic_module_fatal(opal_btl_usnic_module_t *module, opal_proc_t *p
 #define USNIC_SMALL_FRAGS_INIT 128
 #define USNIC_CHUNKS_INIT 256
 #define USNIC_ACKS_INIT 128
+#define USNIC_INLINE_INIT 128
 #define USNIC_ACK_BUF 64
 
 /* Bytes a free list of n buffers of len bytes registers (each buffer
@@ -98,7 +99,7 @@ static size_t startup_locked_bytes(uint32_t data_mtu, uint32_t prio_mtu, int rd,
     return slab_bytes((size_t) rd, USNIC_GRH_LEN + data_mtu) +
            slab_bytes((size_t) prd, USNIC_GRH_LEN + prio_mtu) +
            slab_bytes(USNIC_SMALL_FRAGS_INIT, data_mtu) + slab_bytes(USNIC_CHUNKS_INIT, data_mtu) +
-           slab_bytes(USNIC_ACKS_INIT, USNIC_ACK_BUF);
+           slab_bytes(USNIC_INLINE_INIT, prio_mtu) + slab_bytes(USNIC_ACKS_INIT, USNIC_ACK_BUF);
 }
 
 /* Whether the locked-memory limit leaves room for this module's start-up
@@ -302,6 +303,12 @@ static int init_free_lists(opal_btl_usnic_module_t *module)
                           USNIC_CHUNKS_INIT, opal_btl_usnic_chunk_init,
                           (void *)(uintptr_t) USNIC_SEG_CHUNK);
     rc = (OPAL_SUCCESS != rc) ? rc
+         : init_free_list(module, &module->inline_segs, sizeof(opal_btl_usnic_chunk_t),
+                          OBJ_CLASS(opal_btl_usnic_chunk_t),
+                          sizeof(usnic_btl_header_t) + module->max_tiny_payload,
+                          USNIC_INLINE_INIT, USNIC_SMALL_FRAGS_MAX, USNIC_INLINE_INIT,
+                          opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_INLINE);
+    rc = (OPAL_SUCCESS != rc) ? rc
          : init_free_list(module, &module->ack_segs, sizeof(opal_btl_usnic_ack_item_t),
                           OBJ_CLASS(opal_btl_usnic_chunk_t), USNIC_ACK_BUF, USNIC_ACKS_INIT, -1, 64,
                           opal_btl_usnic_chunk_init, (void *)(uintptr_t) USNIC_SEG_ACK);
@@ -310,6 +317,7 @@ static int init_free_lists(opal_btl_usnic_module_t *module)
                        opal_process_info.nodename, module->dev_name, "free list creation",
                        opal_strerror(rc));
         OBJ_DESTRUCT(&module->ack_segs);
+        OBJ_DESTRUCT(&module->inline_segs);
         OBJ_DESTRUCT(&module->chunk_segs);
         OBJ_DESTRUCT(&module->large_send_frags);
         OBJ_DESTRUCT(&module->small_send_frags);
@@ -450,6 +458,7 @@ void opal_btl_usnic_module_teardown(opal_btl_usnic_module_t *module)
     OBJ_DESTRUCT(&module->all_endpoints);
     OBJ_DESTRUCT(&module->senders);
     OBJ_DESTRUCT(&module->ack_segs);
+    OBJ_DESTRUCT(&module->inline_segs);
     OBJ_DESTRUCT(&module->chunk_segs);
     OBJ_DESTRUCT(&module->large_send_frags);
     OBJ_DESTRUCT(&module->small_send_frags);

@@ -99,6 +99,7 @@ typedef struct opal_btl_usnic_module_t {
     opal_free_list_t small_send_frags;
     opal_free_list_t large_send_frags;
     opal_free_list_t chunk_segs;
+    opal_free_list_t inline_segs;   /* sendi's datagrams (max_tiny_payload) */
     opal_free_list_t ack_segs;
 
     /* sender name -> endpoint, for every endpoint of this module, and the

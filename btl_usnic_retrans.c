@@ -615,7 +615,7 @@ void opal_btl_usnic_retrans_resend(opal_btl_usnic_module_t *module)
         opal_list_item_t *li = opal_list_remove_first(&module->pending_resend_segs);
         opal_btl_usnic_send_seg_t *seg = usnic_container_of(li, opal_btl_usnic_send_seg_t,
                                                             resend_li);
-        opal_btl_usnic_endpoint_t *ep = seg->frag->endpoint;
+        opal_btl_usnic_endpoint_t *ep = seg->ep;
 
         seg->on_resend_list = false;
         if (ep->failed) {

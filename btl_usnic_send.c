@@ -321,19 +321,26 @@ void opal_btl_usnic_send_complete(opal_btl_usnic_module_t *module, opal_btl_usni
                                   int channel)
 {
     opal_btl_usnic_send_frag_t *frag = seg->frag;
-    opal_btl_usnic_endpoint_t *ep = frag->endpoint;
+    opal_btl_usnic_endpoint_t *ep = seg->ep;
+    bool done;
 
     module->channels[channel].sd_wqe += seg->wqes;
     --seg->posted;
-    --frag->segs_posted;
     ++ep->send_credits;
-    if (USNIC_SEG_CHUNK == seg->base.type) {
-        if (!seg->ack_pending && 0 == seg->posted) {
+    done = !seg->ack_pending && 0 == seg->posted;
+    if (USNIC_SEG_INLINE == seg->base.type) {
+        if (done) {
+            opal_btl_usnic_fl_return(&module->inline_segs,
+                                     &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+        }
+    } else {
+        --frag->segs_posted;
+        if (USNIC_SEG_CHUNK == seg->base.type && done) {
             opal_btl_usnic_fl_return(&module->chunk_segs,
                                      &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
         }
+        opal_btl_usnic_frag_return_if_done(module, frag);
     }
-    opal_btl_usnic_frag_return_if_done(module, frag);
     if (OPAL_UNLIKELY(ep->zombie)) {
         if (ep->send_credits >= module->channels[USNIC_DATA_CHANNEL].sd_num) {
             opal_list_remove_item(&module->zombie_endpoints, &ep->all_li);

@@ -46,7 +46,9 @@ opal_btl_usnic_send_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     }
     /* Only a send that asked for a completion still holds its buffer. */
     if (0 != seg->posted) {
-        ++seg->frag->segs_posted;
+        if (NULL != seg->frag) {
+            ++seg->frag->segs_posted;
+        }
         --ep->send_credits;
     }
 }
@@ -95,6 +97,7 @@ opal_btl_usnic_send_segment(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     }
     opal_btl_usnic_piggyback_ack(ep, hdr);
     ep->sent_segs[seq & ep->tx_mask] = seg;
+    seg->ep = ep;
     seg->ack_pending = true;
     opal_btl_usnic_send_post(module, ep, seg, channel);
 
@@ -126,19 +129,48 @@ opal_btl_usnic_send_small_frag(opal_btl_usnic_module_t *module, opal_btl_usnic_e
     ++module->stats.num_frag_sends;
 }
 
-/* Try the priority-channel fast path for a small frag: true if it went out
- * (inline: every sendi).  The caller has checked that the endpoint has not
- * failed and that the frag fits max_tiny_payload. */
+/* Whether a datagram of at most max_tiny_payload may go to ep on the
+ * priority-channel fast path now (inline: every sendi).  The caller has
+ * checked that the endpoint has not failed. */
 static inline __opal_attribute_always_inline__ bool
-opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_frag_t *frag)
+opal_btl_usnic_fast_open(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_channel_t *prio = &module->channels[USNIC_PRIORITY_CHANNEL];
 
     /* Never overtake queued frags, leave send slots for ACKs, and never send
      * more than the peer's priority queue has buffers for. */
-    if (!usnic_list_empty(&ep->send_queue) || !usnic_tx_window_open(&ep->tx) ||
-        prio->sd_wqe < module->fastsend_wqe_thresh || ep->prio_inflight >= ep->prio_window) {
+    return usnic_list_empty(&ep->send_queue) && usnic_tx_window_open(&ep->tx) &&
+           prio->sd_wqe >= module->fastsend_wqe_thresh && ep->prio_inflight < ep->prio_window;
+}
+
+/* Send a sendi's inline datagram (header and payload, size bytes of it, in
+ * place) on the fast path, which the caller found open.  No frag: the PML
+ * never sees a descriptor for it, and its ACK (or its completion, if the
+ * device still holds it then) returns it (inline: every sendi). */
+static inline __opal_attribute_always_inline__ void
+opal_btl_usnic_send_inline(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_seg_t *seg, size_t size, uint8_t tag)
+{
+    usnic_btl_header_t *hdr = seg->hdr;
+
+    seg->len = (uint32_t)(sizeof(*hdr) + size);
+    hdr->payload_len = (uint16_t) size;
+    hdr->tag = tag;
+    opal_btl_usnic_send_segment(module, ep, seg, hdr, USNIC_PRIORITY_CHANNEL);
+    seg->prio = true;
+    ++ep->prio_inflight;
+    ++module->stats.num_frag_sends;
+    ++module->stats.num_fast_sends;
+}
+
+/* Try the priority-channel fast path for a small frag: true if it went out
+ * (btl_send of a descriptor).  The caller has checked that the endpoint has
+ * not failed and that the frag fits max_tiny_payload. */
+static inline bool opal_btl_usnic_send_fast(opal_btl_usnic_module_t *module,
+                                            opal_btl_usnic_endpoint_t *ep,
+                                            opal_btl_usnic_send_frag_t *frag)
+{
+    if (!opal_btl_usnic_fast_open(module, ep)) {
         return false;
     }
     opal_btl_usnic_send_small_frag(module, ep, frag, USNIC_PRIORITY_CHANNEL);
@@ -174,7 +206,7 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
                                             opal_btl_usnic_endpoint_t *ep,
                                             opal_btl_usnic_send_seg_t *seg)
 {
-    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    opal_btl_usnic_send_frag_t *frag;
 
     if (seg->on_resend_list) {
         opal_list_remove_item(&module->pending_resend_segs, &seg->resend_li);
@@ -185,6 +217,14 @@ static inline void opal_btl_usnic_seg_acked(opal_btl_usnic_module_t *module,
         seg->prio = false;
         --ep->prio_inflight;
     }
+    if (USNIC_SEG_INLINE == seg->base.type) {
+        if (0 == seg->posted) {
+            opal_btl_usnic_fl_return(&module->inline_segs,
+                                     &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);
+        }
+        return;
+    }
+    frag = seg->frag;
     if (USNIC_SEG_CHUNK == seg->base.type && 0 == seg->posted) {
         opal_btl_usnic_fl_return(&module->chunk_segs,
                                  &usnic_container_of(seg, opal_btl_usnic_chunk_t, seg)->super);

@@ -178,7 +178,7 @@ static int endpoint_build(world_t *w, int s)
 static void module_teardown(opal_btl_usnic_module_t *m)
 {
     opal_free_list_t *lists[] = {&m->small_send_frags, &m->large_send_frags, &m->chunk_segs,
-                                 &m->ack_segs};
+                                 &m->inline_segs, &m->ack_segs};
 
     if (NULL == m->dev) {
         return;
@@ -1176,6 +1176,7 @@ const char *world_check_idle(world_t *w)
         if (NULL != (e = check_list_full(&m->small_send_frags, "small frags", s)) ||
             NULL != (e = check_list_full(&m->large_send_frags, "large frags", s)) ||
             NULL != (e = check_list_full(&m->chunk_segs, "chunks", s)) ||
+            NULL != (e = check_list_full(&m->inline_segs, "inline datagrams", s)) ||
             NULL != (e = check_list_full(&m->ack_segs, "ACK buffers", s))) {
             return e;
         }

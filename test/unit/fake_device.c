@@ -664,13 +664,13 @@ static int fake_poll(opal_btl_usnic_hwchan_t *q, opal_btl_usnic_cqe_t *cqe, int 
     while (n < max && fifo_take(q->cq, 0, &c)) {
         opal_btl_usnic_seg_base_t *base = c.cqe.cookie;
         c.q->sq_used -= c.slots;
-        /* The completion of a frag's segment leads the component to its
+        /* The completion of a data segment leads the component to its
          * endpoint: that endpoint must still exist. */
         if (c.slots > 0 && NULL != base && USNIC_SEG_ACK != base->type &&
             NULL != fake_dev.endpoint_alive) {
             opal_btl_usnic_send_seg_t *seg = usnic_container_of(base, opal_btl_usnic_send_seg_t,
                                                                 base);
-            if (!fake_dev.endpoint_alive(seg->frag->endpoint)) {
+            if (!fake_dev.endpoint_alive(seg->ep)) {
                 ++fake_dev.stale_completions;
             }
         }

@@ -46,6 +46,12 @@
 
 #define STATS(w, s) (&(w)->mods[s].stats)
 
+/* Items of a free list handed out and not yet returned. */
+static size_t in_use(opal_free_list_t *fl)
+{
+    return fl->fl_num_allocated - world_free_count(fl);
+}
+
 /* Messages of every kind: fast path, one datagram, chunked; contiguous or
  * strided user memory. */
 static size_t mixed_len(world_t *w)
@@ -3271,12 +3277,12 @@ USNIC_TEST(engine_silent_inline_sends)
     return 0;
 }
 
-/* A sendi's frag goes back to its free list when its ACK comes, unless the
- * device still holds its datagram (a send that asked for a completion):
+/* A sendi's inline datagram goes back to its free list when its ACK comes,
+ * unless the device still holds it (a send that asked for a completion):
  * then the completion returns it, once.  The ACKs come in while A's send
- * completions are held back: exactly the frag of the signalled send stays
+ * completions are held back: exactly the buffer of the signalled send stays
  * out until they are released. */
-USNIC_TEST(engine_sendi_frag_waits_for_its_completion)
+USNIC_TEST(engine_sendi_inline_waits_for_its_completion)
 {
     world_t *w = world_new(60, 61);
     opal_btl_usnic_channel_t *prio;
@@ -3285,7 +3291,7 @@ USNIC_TEST(engine_sendi_frag_waits_for_its_completion)
 
     check(NULL != w);
     prio = &w->mods[SIDE_A].channels[USNIC_PRIORITY_CHANNEL];
-    fl = &w->mods[SIDE_A].small_send_frags;
+    fl = &w->mods[SIDE_A].inline_segs;
     free0 = world_free_count(fl);
     fake_dev.hold_send_completions = true;
     for (int i = 0; i < prio->signal_every; ++i) {
@@ -3301,6 +3307,38 @@ USNIC_TEST(engine_sendi_frag_waits_for_its_completion)
     fake_release_send_completions(USNIC_CQE_OK);
     check_int_eq(world_run(w, 1000, false), WORLD_QUIET);
     check_int_eq(world_free_count(fl), free0);
+    check_all_delivered(w);
+    world_fini(w);
+    return 0;
+}
+
+/* A sendi on the open fast path takes no frag: one inline buffer carries
+ * its datagram.  Past the peer's priority window (the peer delivers
+ * nothing meanwhile), sendi queues a small frag behind them, and the
+ * messages still arrive in sending order. */
+USNIC_TEST(engine_sendi_without_frag)
+{
+    world_t *w = world_new(62, 63);
+    opal_btl_usnic_module_t *m;
+    const uint32_t window = 4;
+
+    check(NULL != w);
+    m = &w->mods[SIDE_A];
+    /* (a small window: the send queue's slots do not run out first) */
+    check(w->ep[SIDE_A]->prio_window > window);
+    w->ep[SIDE_A]->prio_window = window;
+    w->paused = true;
+    check(NULL != world_send(w, SIDE_A, 8, SEND_SENDI));
+    check_int_eq(in_use(&m->small_send_frags), 0);
+    check_int_eq(in_use(&m->inline_segs), 1);
+    for (uint32_t i = 1; i < window + 3; ++i) {
+        check(NULL != world_send(w, SIDE_A, 8 + i % 40, SEND_SENDI));
+    }
+    check_int_eq(in_use(&m->inline_segs), window);
+    check_int_eq(in_use(&m->small_send_frags), 3);
+    w->paused = false;
+    check_int_eq(world_run(w, 5000, true), WORLD_QUIET);
+    check_ok(world_verify(w, SIDE_B, true));
     check_all_delivered(w);
     world_fini(w);
     return 0;
