@@ -542,64 +542,47 @@ copy_payload(opal_convertor_t *conv, uint8_t *dst, size_t n)
     return n;
 }
 
-static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
-                       opal_convertor_t *conv, void *header, size_t header_size,
-                       size_t payload_size, uint8_t order, uint32_t flags,
-                       mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
+/* sendi of a message too large for the fast path: the PML sends what we
+ * hand back (as btl_alloc would give it, header and data in place), so
+ * without a way to hand it back leave the message to the normal path (out
+ * of line, as the next: the fast path saves fewer registers). */
+static __opal_attribute_noinline__ int
+sendi_hand_back(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                opal_convertor_t *conv, void *header, size_t header_size, size_t payload_size,
+                uint8_t order, uint32_t flags, mca_btl_base_descriptor_t **descriptor)
 {
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
-    opal_btl_usnic_send_frag_t *frag;
+    mca_btl_base_descriptor_t *des;
     size_t size = payload_size;
-    size_t total = header_size + payload_size;
     uint8_t *dst;
 
-    if (NULL != descriptor) {
-        *descriptor = NULL;
-    }
-    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
+    if (NULL == descriptor) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    if (total > module->max_tiny_payload) {
-        /* Too large for the fast path: the PML sends what we hand back (as
-         * btl_alloc would give it, header and data in place), so without a
-         * way to hand it back leave the message to the normal path. */
-        mca_btl_base_descriptor_t *des;
-        if (NULL == descriptor) {
-            return OPAL_ERR_RESOURCE_BUSY;
-        }
-        des = usnic_alloc(btl, endpoint, order, total, flags);
-        if (OPAL_UNLIKELY(NULL == des)) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        dst = des->des_segments[0].seg_addr.pval;
-        memcpy(dst, header, header_size);
-        if (payload_size > 0) {
-            size = copy_payload(conv, dst + header_size, payload_size);
-        }
-        des->des_segments[0].seg_len = header_size + size;
-        *descriptor = des;
-        return OPAL_ERR_RESOURCE_BUSY;
+    des = usnic_alloc(btl, endpoint, order, header_size + payload_size, flags);
+    if (OPAL_UNLIKELY(NULL == des)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    if (OPAL_LIKELY(opal_btl_usnic_fast_open(module, endpoint))) {
-        /* One datagram straight from a registered buffer: no frag. */
-        opal_btl_usnic_send_seg_t *seg;
-        opal_free_list_item_t *item = opal_btl_usnic_fl_get(module, &module->inline_segs);
+    dst = des->des_segments[0].seg_addr.pval;
+    memcpy(dst, header, header_size);
+    if (payload_size > 0) {
+        size = copy_payload(conv, dst + header_size, payload_size);
+    }
+    des->des_segments[0].seg_len = header_size + size;
+    *descriptor = des;
+    return OPAL_ERR_RESOURCE_BUSY;
+}
 
-        if (OPAL_UNLIKELY(NULL == item)) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        ++module->stats.pml_module_sends;
-        seg = &((opal_btl_usnic_chunk_t *) item)->seg;
-        dst = seg->payload;
-        copy_short(dst, header, header_size);
-        if (payload_size > 0) {
-            size = copy_payload(conv, dst + header_size, payload_size);
-        }
-        opal_btl_usnic_send_inline(module, endpoint, seg, header_size + size, tag);
-        return OPAL_SUCCESS;
-    }
-    /* Behind queued sends, or the fast path is full: a small frag, queued
-     * (without a call, as frag_alloc makes it). */
+/* sendi behind queued sends, or with the fast path full: a small frag,
+ * queued (taken without a call, as frag_alloc makes it). */
+static __opal_attribute_noinline__ int
+sendi_queued(opal_btl_usnic_module_t *module, mca_btl_base_endpoint_t *endpoint,
+             opal_convertor_t *conv, void *header, size_t header_size, size_t payload_size,
+             uint32_t flags, mca_btl_base_tag_t tag)
+{
+    opal_btl_usnic_send_frag_t *frag;
+    size_t size = payload_size;
+    uint8_t *dst;
+
     frag = (opal_btl_usnic_send_frag_t *) opal_btl_usnic_fl_get(module, &module->small_send_frags);
     if (OPAL_UNLIKELY(NULL == frag)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -610,13 +593,51 @@ static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endp
     if (payload_size > 0) {
         size = copy_payload(conv, dst + header_size, payload_size);
     }
-    /* (after the copies, which might alias the frag for the compiler: the
-     * send path then knows these fields without loading them again) */
-    total = header_size + size;
-    opal_btl_usnic_frag_reset_sendi(frag, endpoint, total,
+    opal_btl_usnic_frag_reset_sendi(frag, endpoint, header_size + size,
                                     flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, tag);
     opal_btl_usnic_enqueue_frag(endpoint, frag);
     opal_btl_usnic_progress_sends(module);
+    return OPAL_SUCCESS;
+}
+
+static int usnic_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                       opal_convertor_t *conv, void *header, size_t header_size,
+                       size_t payload_size, uint8_t order, uint32_t flags,
+                       mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) btl;
+    opal_btl_usnic_send_seg_t *seg;
+    opal_free_list_item_t *item;
+    size_t size = payload_size;
+    uint8_t *dst;
+
+    if (NULL != descriptor) {
+        *descriptor = NULL;
+    }
+    if (OPAL_UNLIKELY(endpoint->failed || module->dead)) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    if (header_size + payload_size > module->max_tiny_payload) {
+        return sendi_hand_back(btl, endpoint, conv, header, header_size, payload_size, order,
+                               flags, descriptor);
+    }
+    if (OPAL_UNLIKELY(!opal_btl_usnic_fast_open(module, endpoint))) {
+        return sendi_queued(module, endpoint, conv, header, header_size, payload_size, flags,
+                            tag);
+    }
+    /* One datagram straight from a registered buffer: no frag. */
+    item = opal_btl_usnic_fl_get(module, &module->inline_segs);
+    if (OPAL_UNLIKELY(NULL == item)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ++module->stats.pml_module_sends;
+    seg = &((opal_btl_usnic_chunk_t *) item)->seg;
+    dst = seg->payload;
+    copy_short(dst, header, header_size);
+    if (payload_size > 0) {
+        size = copy_payload(conv, dst + header_size, payload_size);
+    }
+    opal_btl_usnic_send_inline(module, endpoint, seg, header_size + size, tag);
     return OPAL_SUCCESS;
 }
 
