@@ -253,6 +253,9 @@ void opal_btl_usnic_component_quiesce(void);
 
 /* Progress entry point; defined in btl_usnic_progress.c. */
 int opal_btl_usnic_component_progress(void);
+/* The same, and a pass that found nothing yields the CPU
+ * (btl_usnic_yield_when_idle): one frame, no wrapper's call per pass. */
+int opal_btl_usnic_component_progress_yielding(void);
 
 END_C_DECLS
 #endif /* BTL_USNIC_H */

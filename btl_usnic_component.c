@@ -392,7 +392,8 @@ static bool open_modules(opal_btl_usnic_component_t *c)
     return true;
 }
 
-/* The progress callback when idle passes yield, and the one it wraps. */
+/* The progress callback when idle passes yield under the component lock,
+ * and the one it wraps (without threads the callback yields itself). */
 static mca_btl_base_component_progress_fn_t yielding_inner;
 
 static int progress_yielding(void)
@@ -408,8 +409,8 @@ static int progress_yielding(void)
 /* Idle passes yield the CPU (btl_usnic_yield_when_idle) where a module's
  * device needs the host's CPUs for its work: the kernel threads of a
  * software device get them too late from polling processes (docs/usage.md).
- * A callback around the one thread_init chose, so that no other device's
- * pass pays for the test. */
+ * A callback of its own (around the locked one thread_init may have
+ * chosen), so that no other device's pass pays for the test. */
 static void choose_yield(opal_btl_usnic_component_t *c)
 {
     bool yield = 1 == c->yield_when_idle;
@@ -428,6 +429,10 @@ static void choose_yield(opal_btl_usnic_component_t *c)
     if (1 == c->yield_when_idle) {
         usnic_verbose(5, "%s: idle progress passes yield the CPU (btl_usnic_yield_when_idle 1)",
                       opal_process_info.nodename);
+    }
+    if (opal_btl_usnic_component_progress == c->super.btl_progress) {
+        c->super.btl_progress = opal_btl_usnic_component_progress_yielding;
+        return;
     }
     yielding_inner = c->super.btl_progress;
     c->super.btl_progress = progress_yielding;

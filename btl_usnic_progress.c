@@ -11,6 +11,7 @@
 
 #include "opal_config.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "opal/util/proc.h"
@@ -246,9 +247,9 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
     return module_progress(module);
 }
 
-int opal_btl_usnic_component_progress(void)
+/* The component's pass over its modules (inline: the two callbacks). */
+static inline __attribute__((always_inline)) int component_pass(opal_btl_usnic_component_t *c)
 {
-    opal_btl_usnic_component_t *c = &usnic_component;
     int count = 0;
 
     if (0 == (++c->progress_ticks & 255)) {
@@ -263,6 +264,21 @@ int opal_btl_usnic_component_progress(void)
     }
     for (int i = 0; i < c->num_modules; ++i) {
         count += module_progress(&c->modules[i]);
+    }
+    return count;
+}
+
+int opal_btl_usnic_component_progress(void)
+{
+    return component_pass(&usnic_component);
+}
+
+int opal_btl_usnic_component_progress_yielding(void)
+{
+    int count = component_pass(&usnic_component);
+
+    if (0 == count) {
+        sched_yield();
     }
     return count;
 }

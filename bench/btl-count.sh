@@ -75,6 +75,12 @@ parse() {
 
 # calls FUNCTION PHASE.RANK: how often FUNCTION was called in that profile
 calls() { awk -v f="$1" '$1 == "C" && $3 == f { n += $2 } END { print n + 0 }' "$out/$2.txt"; }
+# passes PHASE.RANK: calls of usnic's progress callback (the yielding one where idle passes
+# yield, as here: btl_usnic_yield_when_idle 1)
+passes() {
+    echo $(($(calls opal_btl_usnic_component_progress "$1") +
+            $(calls opal_btl_usnic_component_progress_yielding "$1")))
+}
 
 measure() {
     local t tmp comps f rank attempt steady
@@ -163,9 +169,8 @@ fi
 # socost PHASE.RANK: self instructions in the .so
 socost() { awk '$1 == "S" && $4 == "mca_btl_usnic.so" { n += $2 } END { print n + 0 }' "$out/$1.txt"; }
 
-prog=opal_btl_usnic_component_progress
-p0=$(calls "$prog" ping.0) p1=$(calls "$prog" ping.1) pw=$(calls "$prog" wait.0)
-pi0=$(calls "$prog" idle.0) pi1=$(calls "$prog" idle.1)
+p0=$(passes ping.0) p1=$(passes ping.1) pw=$(passes wait.0)
+pi0=$(passes idle.0) pi1=$(passes idle.1)
 s0=$(calls usnic_sendi ping.0) s1=$(calls usnic_sendi ping.1)
 # Every message must have gone through usnic's btl_sendi (usnic carried the traffic), and
 # the waiting and idle phases must have made the passes asked for.

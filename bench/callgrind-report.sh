@@ -83,7 +83,9 @@ iters=$(calls measured_iteration "$ping")
 [ "$iters" -gt 0 ] || { echo "No measured_iteration calls in $ping."; exit 1; }
 usnic=$(objcost ping 'mca_btl_usnic\.so$') total=$(objcost ping '^PROGRAM_TOTALS$')
 sum=$(objcost ping '^SUM$') usnic_prof=$(selfcost "$ping" 'mca_btl_usnic\.so$')
-passes=$(calls opal_btl_usnic_component_progress "$ping")
+# (the callback: the yielding one where idle passes yield, as over Soft-RoCE)
+passes=$(($(calls opal_btl_usnic_component_progress "$ping") +
+          $(calls opal_btl_usnic_component_progress_yielding "$ping")))
 
 echo "Rank 0 (hostA) of an 8-byte ping-pong over usnic (\`--mca btl usnic,self\`) runs under"
 echo "callgrind, which counts only the $iters measured round trips of \`mpibench -t lat -S 8\`"
@@ -105,7 +107,8 @@ fi
 echo
 if [ -s "$idle" ] && summarize "$idle" idle; then
     idle_usnic=$(objcost idle 'mca_btl_usnic\.so$')
-    idle_passes=$(calls opal_btl_usnic_component_progress "$idle")
+    idle_passes=$(($(calls opal_btl_usnic_component_progress "$idle") +
+                   $(calls opal_btl_usnic_component_progress_yielding "$idle")))
     e=$(div "${idle_usnic:-0}" "$idle_passes")
     p=$(awk -v a="$passes" -v n="$iters" 'BEGIN { printf "%.1f", a / n }')
     echo "That count includes polling: the progress engine ran usnic's progress function"
