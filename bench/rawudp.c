@@ -57,7 +57,6 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -880,45 +879,42 @@ static void serve_session(int fd)
     exit(0);
 }
 
-static volatile sig_atomic_t child_exited;
-
-static void on_child(int sig)
-{
-    (void) sig;
-    child_exited = 1;
-}
-
 static void responder(int port)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
-    struct sigaction sa = {.sa_handler = on_child}; /* no SA_RESTART: accept returns */
     int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(lfd, (struct sockaddr *) &a, sizeof(a)) || listen(lfd, 16)) {
         die("control listen");
     }
-    sigaction(SIGCHLD, &sa, NULL);
     printf("# rawudp responder on port %d\n", port);
     fflush(stdout);
     for (;;) {
-        int fd = accept(lfd, NULL, NULL), status;
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        int status;
         pid_t pid;
 
-        if (fd >= 0) {
-            if (0 == fork()) {
-                close(lfd);
-                alarm(kill_after); /* fork cleared the parent's */
-                serve_session(fd);
-            }
-            close(fd);
-        }
-        while (child_exited && (pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        /* Sessions are reaped on every turn, not from a SIGCHLD handler: a
+         * session that ends while none is awaited (many end at once after
+         * mr) would otherwise leave this loop blocked in accept for good. */
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
             if (WIFEXITED(status) && 3 == WEXITSTATUS(status)) {
                 exit(0);
             }
         }
-        child_exited = 0;
+        if (poll(&p, 1, 100) > 0) {
+            int fd = accept(lfd, NULL, NULL);
+
+            if (fd >= 0) {
+                if (0 == fork()) {
+                    close(lfd);
+                    alarm(kill_after); /* fork cleared the parent's */
+                    serve_session(fd);
+                }
+                close(fd);
+            }
+        }
     }
 }
 
