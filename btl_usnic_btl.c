@@ -473,6 +473,7 @@ static int usnic_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
              * "queued" keeps an early ACK from returning the frag. */
             frag->queued = true;
             opal_list_append(&module->fastpath_done, &frag->queue_li);
+            opal_btl_usnic_work_now(module);
             return OPAL_SUCCESS;
         }
         frag->local_done = true;

@@ -334,6 +334,7 @@ static void init_lists(opal_btl_usnic_module_t *module)
     OBJ_CONSTRUCT(&module->endpoints_with_sends, opal_list_t);
     OBJ_CONSTRUCT(&module->endpoints_that_need_acks, opal_list_t);
     module->acks_due_tick = UINT64_MAX;
+    module->work_queued = false;
     module->acks_owed = 0;
     OBJ_CONSTRUCT(&module->endpoints_with_timers, opal_list_t);
     module->last_timer_check_us = 0;

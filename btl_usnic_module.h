@@ -116,6 +116,11 @@ typedef struct opal_btl_usnic_module_t {
     opal_list_t endpoints_that_need_acks;
     int acks_owed;                  /* listed endpoints that do owe one */
     uint64_t acks_due_tick;         /* no owed ACK is due before this tick */
+    /* One of the lists of the pass's work step (queued sends, resends,
+     * fast-path callbacks, GET/atomic work) may hold something: whatever
+     * adds to them sets it, and only the step clears it, from what it
+     * leaves.  A pass tests this word instead of the lists. */
+    bool work_queued;
     /* endpoints whose retransmit timer runs, and some whose timer stopped
      * since the last walk (unlisted then) */
     opal_list_t endpoints_with_timers;
@@ -238,6 +243,12 @@ opal_btl_usnic_lookup_sender(opal_btl_usnic_module_t *m, uint64_t id)
     m->last_sender_id = id;
     m->last_sender = ep;
     return ep;
+}
+
+/* Something was added to a list of the pass's work step. */
+static inline void opal_btl_usnic_work_now(opal_btl_usnic_module_t *m)
+{
+    m->work_queued = true;
 }
 
 /* opal_free_list_get for the module's registered free lists (small

@@ -180,6 +180,39 @@ void opal_btl_usnic_module_drain_sends(opal_btl_usnic_module_t *module)
     }
 }
 
+/* The pass's work besides its poll and timers: queued work
+ * (module->work_queued) or owed ACKs that are due (out of line: a waiting
+ * pass has none). */
+static __opal_attribute_noinline__ int module_work(opal_btl_usnic_module_t *module)
+{
+    int count = 0;
+
+    while (!usnic_list_empty(&module->fastpath_done)) {
+        opal_btl_usnic_send_frag_t *frag =
+            usnic_container_of(opal_list_remove_first(&module->fastpath_done),
+                               opal_btl_usnic_send_frag_t, queue_li);
+        /* Still "queued" during the PML callback, so that a PML freeing the
+         * descriptor there does not return it: that happens once, here. */
+        opal_btl_usnic_frag_local_done(module, frag);
+        frag->queued = false;
+        opal_btl_usnic_frag_return_if_done(module, frag);
+        ++count;
+    }
+    if (OPAL_UNLIKELY(module->rdma_work)) {
+        opal_btl_usnic_rdma_progress(module);
+    }
+    /* A delayed ACK costs no pass until it is due. */
+    if (!usnic_list_empty(&module->pending_resend_segs) ||
+        !usnic_list_empty(&module->endpoints_with_sends) ||
+        module->acks_due_tick <= usnic_component.progress_ticks) {
+        opal_btl_usnic_progress_sends(module);
+    }
+    module->work_queued = !usnic_list_empty(&module->fastpath_done) || module->rdma_work ||
+                          !usnic_list_empty(&module->pending_resend_segs) ||
+                          !usnic_list_empty(&module->endpoints_with_sends);
+    return count;
+}
+
 /* One pass of a module (inline: each progress call makes one per module). */
 static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_module_t *module)
 {
@@ -210,29 +243,11 @@ static inline __attribute__((always_inline)) int module_progress(opal_btl_usnic_
         return count;
     }
 
-    while (!usnic_list_empty(&module->fastpath_done)) {
-        opal_btl_usnic_send_frag_t *frag =
-            usnic_container_of(opal_list_remove_first(&module->fastpath_done),
-                               opal_btl_usnic_send_frag_t, queue_li);
-        /* Still "queued" during the PML callback, so that a PML freeing the
-         * descriptor there does not return it: that happens once, here. */
-        opal_btl_usnic_frag_local_done(module, frag);
-        frag->queued = false;
-        opal_btl_usnic_frag_return_if_done(module, frag);
-        ++count;
-    }
-
     if (0 != module->timers_running) {
         opal_btl_usnic_timers_pass(module, opal_btl_usnic_now_us(), backlog);
     }
-    if (OPAL_UNLIKELY(module->rdma_work)) {
-        opal_btl_usnic_rdma_progress(module);
-    }
-    /* A delayed ACK costs no pass until it is due. */
-    if (!usnic_list_empty(&module->pending_resend_segs) ||
-        !usnic_list_empty(&module->endpoints_with_sends) ||
-        module->acks_due_tick <= usnic_component.progress_ticks) {
-        opal_btl_usnic_progress_sends(module);
+    if (module->work_queued || module->acks_due_tick <= usnic_component.progress_ticks) {
+        count += module_work(module);
     }
 
     if (0 == (usnic_component.progress_ticks & (USNIC_PEER_CHECK_TICKS - 1)) &&

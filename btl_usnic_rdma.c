@@ -306,6 +306,7 @@ static int local_op(opal_btl_usnic_module_t *module, const usnic_rdma_msg_t *m, 
     ++module->stats.num_rdma_local;
     opal_list_append(&module->rdma_local_done, &op->super.super);
     module->rdma_work = true;
+    opal_btl_usnic_work_now(module);
     return OPAL_SUCCESS;
 }
 
@@ -700,6 +701,7 @@ void opal_btl_usnic_rdma_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     d->msg = m;
     opal_list_append(&module->rdma_deferred, &d->super);
     module->rdma_work = true;
+    opal_btl_usnic_work_now(module);
 }
 
 static void retry(opal_btl_usnic_module_t *module)

@@ -26,6 +26,7 @@ static inline void opal_btl_usnic_queue_resend(opal_btl_usnic_module_t *module,
     if (!seg->on_resend_list) {
         opal_list_append(&module->pending_resend_segs, &seg->resend_li);
         seg->on_resend_list = true;
+        opal_btl_usnic_work_now(module);
     }
 }
 

@@ -28,6 +28,7 @@ static inline void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
         !ep->exiting && ep->send_credits > 0 && usnic_tx_window_open(&ep->tx)) {
         opal_list_append(&ep->module->endpoints_with_sends, &ep->sends_li);
         ep->on_sends_list = true;
+        opal_btl_usnic_work_now(ep->module);
     }
 }
 

@@ -394,9 +394,20 @@ void world_run_as(world_t *w, int side)
     usnic_component.regs = &w->regtab[side];
 }
 
+/* Work on a list of the pass's work step that its word does not flag
+ * (a waiting pass would never look at it). */
+static bool work_unflagged(opal_btl_usnic_module_t *m)
+{
+    return !m->work_queued &&
+           (!opal_list_is_empty(&m->fastpath_done) || m->rdma_work ||
+            !opal_list_is_empty(&m->pending_resend_segs) ||
+            !opal_list_is_empty(&m->endpoints_with_sends));
+}
+
 int world_progress(world_t *w, int side)
 {
     opal_btl_usnic_endpoint_t *ep = w->ep[side];
+    int n;
 
     world_run_as(w, side);
     /* Timers fire when the test says (world_fire_timeouts), not when the
@@ -404,7 +415,10 @@ int world_progress(world_t *w, int side)
     if (!w->real_timers && NULL != ep && ep->timer_running) {
         ep->rto_deadline_us = HUGE_VAL;
     }
-    return opal_btl_usnic_module_progress(&w->mods[side]);
+    w->work_unflagged[side] += work_unflagged(&w->mods[side]);
+    n = opal_btl_usnic_module_progress(&w->mods[side]);
+    w->work_unflagged[side] += work_unflagged(&w->mods[side]);
+    return n;
 }
 
 static void deliver(world_t *w, fake_dgram_t *d)
@@ -1173,6 +1187,10 @@ const char *world_check_idle(world_t *w)
         opal_btl_usnic_module_t *m = &w->mods[s];
         opal_btl_usnic_endpoint_t *ep = w->ep[s];
 
+        if (0 != w->work_unflagged[s]) {
+            FAIL("side %c: %llu passes found queued work not flagged in work_queued", 'A' + s,
+                 (unsigned long long) w->work_unflagged[s]);
+        }
         if (NULL != (e = check_list_full(&m->small_send_frags, "small frags", s)) ||
             NULL != (e = check_list_full(&m->large_send_frags, "large frags", s)) ||
             NULL != (e = check_list_full(&m->chunk_segs, "chunks", s)) ||

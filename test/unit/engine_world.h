@@ -128,6 +128,9 @@ typedef struct world {
     /* datagrams written into receive buffers, by receiving side */
     uint64_t delivered_data[2], delivered_acks[2];
     uint64_t steps, timeout_rounds;
+    /* passes that began or ended with work on a list of the pass's work
+     * step while the module's work_queued said there was none */
+    uint64_t work_unflagged[2];
 
     /* the PML */
     sent_msg_t **sent;
