@@ -36,6 +36,11 @@
 #define CTX(dev) ((struct ibv_context *) (dev))
 #define PD(pd) ((struct ibv_pd *) (pd))
 
+/* Sends a batch (send_batch) holds for one ibv_post_send at most; the
+ * engine posts up to USNIC_SENDS_PER_PASS first sends and some resends per
+ * pass. */
+#define VERBS_SEND_BATCH 32
+
 struct opal_btl_usnic_hwchan {
     struct ibv_cq *cq;
     bool own_cq;                    /* false: the CQ is another channel's */
@@ -45,6 +50,12 @@ struct opal_btl_usnic_hwchan {
     /* A send work request built once: a post fills in only what changes. */
     struct ibv_send_wr send_wr;
     struct ibv_sge send_sge[2];
+    /* An open batch's sends, posted as one list: on Soft-RoCE each
+     * ibv_post_send is a system call and a wake-up of the kernel's worker. */
+    bool batching;
+    int nbatch;
+    struct ibv_send_wr batch_wr[VERBS_SEND_BATCH];
+    struct ibv_sge batch_sge[VERBS_SEND_BATCH][2];
 };
 
 /* An IPv4-mapped GID: ::ffff:a.b.c.d */
@@ -412,22 +423,54 @@ static int verbs_chan_start(opal_btl_usnic_hwchan_t *ch)
     return modify_qp(ch, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN, "ibv_modify_qp(RTS)");
 }
 
+static int post_send_list(opal_btl_usnic_hwchan_t *ch, struct ibv_send_wr *wr)
+{
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(ch->qp, wr, &bad);
+
+    if (OPAL_UNLIKELY(0 != rc)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
+                       opal_process_info.nodename, ch->dev_name, "ibv_post_send", strerror(rc));
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* The batch's sends, posted as one list. */
+static int flush_batch(opal_btl_usnic_hwchan_t *ch)
+{
+    int n = ch->nbatch;
+
+    ch->nbatch = 0;
+    for (int i = 0; i < n - 1; ++i) {
+        ch->batch_wr[i].next = &ch->batch_wr[i + 1];
+    }
+    ch->batch_wr[n - 1].next = NULL;
+    return post_send_list(ch, ch->batch_wr);
+}
+
 static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_dest_t *dest,
                            const void *buf, uint32_t len, uint32_t lkey,
                            const opal_btl_usnic_sge_t *more, void *cookie)
 {
-    struct ibv_send_wr *wr = &ch->send_wr, *bad;
+    struct ibv_send_wr *wr = &ch->send_wr;
+    struct ibv_sge *sge = ch->send_sge;
     uint32_t total = len;
-    int rc;
 
-    ch->send_sge[0].addr = (uintptr_t) buf;
-    ch->send_sge[0].length = len;
-    ch->send_sge[0].lkey = lkey;
+    if (ch->batching) {
+        sge = ch->batch_sge[ch->nbatch];
+        wr = &ch->batch_wr[ch->nbatch++];
+        wr->sg_list = sge;
+        wr->opcode = IBV_WR_SEND;
+    }
+    sge[0].addr = (uintptr_t) buf;
+    sge[0].length = len;
+    sge[0].lkey = lkey;
     wr->num_sge = 1;
     if (NULL != more) {
-        ch->send_sge[1].addr = (uintptr_t) more->addr;
-        ch->send_sge[1].length = more->len;
-        ch->send_sge[1].lkey = more->lkey;
+        sge[1].addr = (uintptr_t) more->addr;
+        sge[1].length = more->len;
+        sge[1].lkey = more->lkey;
         wr->num_sge = 2;
         total += more->len;
     }
@@ -437,13 +480,19 @@ static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_des
     wr->wr.ud.ah = (struct ibv_ah *) dest->ah;
     wr->wr.ud.remote_qpn = dest->qpn;
     wr->wr.ud.remote_qkey = dest->qkey;
-    rc = ibv_post_send(ch->qp, wr, &bad);
-    if (OPAL_UNLIKELY(0 != rc)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "ibv API failed", true,
-                       opal_process_info.nodename, ch->dev_name, "ibv_post_send", strerror(rc));
-        return OPAL_ERROR;
+    if (ch->batching) {
+        return VERBS_SEND_BATCH == ch->nbatch ? flush_batch(ch) : OPAL_SUCCESS;
     }
-    return OPAL_SUCCESS;
+    return post_send_list(ch, wr);
+}
+
+/* A batch of the channel's sends opens (open) or ends: those posted in
+ * between go out as one list when it ends (or fills).  A batch opened and
+ * ended inside another ends both, as in UDP mode. */
+static int verbs_send_batch(opal_btl_usnic_hwchan_t *ch, bool open)
+{
+    ch->batching = open;
+    return open || 0 == ch->nbatch ? OPAL_SUCCESS : flush_batch(ch);
 }
 
 /* Receive work requests are built on the stack, this many per call. */
@@ -603,6 +652,7 @@ const opal_btl_usnic_device_ops_t opal_btl_usnic_verbs_ops = {
     .chan_start = verbs_chan_start,
     .chan_destroy = verbs_chan_destroy,
     .post_send = verbs_post_send,
+    .send_batch = verbs_send_batch,
     .post_recv = verbs_post_recv,
     .poll = verbs_poll,
     .status_str = verbs_status_str,
