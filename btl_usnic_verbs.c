@@ -50,8 +50,9 @@ struct opal_btl_usnic_hwchan {
     /* A send work request built once: a post fills in only what changes. */
     struct ibv_send_wr send_wr;
     struct ibv_sge send_sge[2];
-    /* An open batch's sends, posted as one list: on Soft-RoCE each
-     * ibv_post_send is a system call and a wake-up of the kernel's worker. */
+    /* An open batch's sends (built once, as send_wr), posted as one list:
+     * on Soft-RoCE each ibv_post_send is a system call and a wake-up of the
+     * kernel's worker. */
     bool batching;
     int nbatch;
     struct ibv_send_wr batch_wr[VERBS_SEND_BATCH];
@@ -397,6 +398,10 @@ static int verbs_chan_create(opal_btl_usnic_dev_t *dev, opal_btl_usnic_pd_t *pd,
     ch->send_wr.sg_list = ch->send_sge;
     ch->send_wr.num_sge = 1;
     ch->send_wr.opcode = IBV_WR_SEND;
+    for (int i = 0; i < VERBS_SEND_BATCH; ++i) {
+        ch->batch_wr[i].sg_list = ch->batch_sge[i];
+        ch->batch_wr[i].opcode = IBV_WR_SEND;
+    }
 
     memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_INIT;
@@ -460,8 +465,6 @@ static int verbs_post_send(opal_btl_usnic_hwchan_t *ch, const opal_btl_usnic_des
     if (ch->batching) {
         sge = ch->batch_sge[ch->nbatch];
         wr = &ch->batch_wr[ch->nbatch++];
-        wr->sg_list = sge;
-        wr->opcode = IBV_WR_SEND;
     }
     sge[0].addr = (uintptr_t) buf;
     sge[0].length = len;
