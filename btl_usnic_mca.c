@@ -165,7 +165,7 @@ int opal_btl_usnic_component_register(void)
              "nothing in the last 10 seconds sends a probe (a small ACK that asks for an answer at "
              "once) instead of resending: the peer's answer shows whether the segment arrived "
              "(a late receiver, as a descheduled one, resends nothing) or is lost (resent at "
-             "once); each timeout without an answer probes again, the fourth resends; if "
+             "once); each timeout without an answer probes again, the seventh resends; if "
              "false, every timeout resends", true, &c->timer_probe, OPAL_INFO_LVL_5);
     reg_bool("zero_copy", "If true, the data a GET reads (Open MPI's RGET protocol for large "
              "messages, MPI_Get) is sent from where it lies, in memory registered with the "

@@ -43,8 +43,8 @@
  *                  answer, the first one's expiry probing again (a
  *                  datagram of the other channel may reach the peer after
  *                  the probe); each expiry
- *                  without an answer probes again, the USNIC_PROBES_MAX +
- *                  1st resends.  An answer that says the peer had the
+ *                  without an answer probes again, the USNIC_PROBES_MAX
+ *                  (6) + 1st resends.  An answer that says the peer had the
  *                  segment unacknowledged (USNIC_ACK_PROBE_LATE) raises
  *                  the floor as a late peer's duplicate does (below).
  *                  If the device has not completed that segment's send
@@ -181,8 +181,12 @@
 /* An expiry probes before it resends when the device's network showed no
  * loss for this long (a lossy one keeps resending at once). */
 #define USNIC_LOSS_MEMORY_US 1e7
-/* Unanswered probes for one segment before the timer resends it. */
-#define USNIC_PROBES_MAX 3
+/* Unanswered probes for one segment before the timer resends it.  A probe
+ * reaches the peer whenever a resend would, and its answer resends at once
+ * what is missing: more probes cost only a run of lost probes, while a
+ * peer kept off its CPU (3 ranks per host on the VM's 2 vCPUs stayed
+ * silent through 3 backed-off probes, 75 ms and more) gets no copy. */
+#define USNIC_PROBES_MAX 6
 
 void opal_btl_usnic_retrans_init(opal_btl_usnic_endpoint_t *ep)
 {
