@@ -13,7 +13,8 @@
 # budget -T 300 -W 60; the builds' component directories below the checkout, which the guest
 # shares (not with --mtu or --loss).
 # Writes DIR/results.md (default bench/results/ab): per test and size the median of each
-# build and the paired ratios B / A of every round (for bw and mr: rate; for lat: time), and
+# build and the paired ratios B / A of every round (for bw and mr: rate; for lat: time, both
+# the median iteration and the mean one, which counts every loss's recovery), and
 # DIR/raw/ (every job's output). The commit message or a doc says what A and B are.
 # Exits non-zero if a job failed or a figure is missing.
 # SPDX-License-Identifier: BSD-3-Clause
@@ -133,7 +134,8 @@ else
 fi
 
 # the report: per test and size, each round's figure of A and B (rate: MB/s for bw, msg/s for
-# mr; time: the median half round trip for lat), B / A per round, their medians
+# mr; time: the median half round trip for lat, and the mean for `lat mean`), B / A per
+# round, their medians
 {
     echo "# A/B: $(basename "$1") (A) against $(basename "$2") (B)"
     echo
@@ -142,7 +144,8 @@ fi
     echo "kernel $kernel; A sha256 $(sha256sum "$1" | cut -c1-16), B sha256"
     echo "$(sha256sum "$2" | cut -c1-16). bench/mpibench.c -t $tests -S $sizes, one rank per host;"
     echo "$loss% of what hostA sends dropped."
-    echo "B / A > 1: B is faster (for lat, the ratio is A / B: time)."
+    echo "B / A > 1: B is faster (for lat, the ratio is A / B: time; lat: the median iteration,"
+    echo "lat mean: the mean one, which counts every recovery from a loss)."
     echo
     echo "| test | size | A median | B median | B / A per round | median B / A |"
     echo "|---|---:|---:|---:|---|---:|"
@@ -160,6 +163,10 @@ fi
                     key = w[1] " " w[2]
                     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
                     val[key, r, v] = w[1] == "bw" ? w[8] : (w[1] == "mr" ? w[9] : w[6])
+                    if (w[1] != "lat") continue
+                    key = "lat-mean " w[2]
+                    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
+                    val[key, r, v] = w[5]
                 }
                 close(f)
             }
@@ -169,12 +176,12 @@ fi
                     a = val[key, r, 0]; b = val[key, r, 1]
                     if (a == "" || b == "" || a == 0 || b == 0) { bad = 1; continue }
                     ++m; ra[m] = a; rb[m] = b
-                    q[m] = kw[1] == "lat" ? a / b : b / a
+                    q[m] = kw[1] ~ /^lat/ ? a / b : b / a
                     per = per (per == "" ? "" : " ") sprintf("%.2f", q[m])
                 }
                 if (bad) { print "missing figures for " key > "/dev/stderr"; missing = 1 }
                 if (m == 0) continue
-                printf "| %s | %s | %.4g | %.4g | %s | **%.2f** |\n", kw[1], kw[2], med(ra, m), med(rb, m), per, med(q, m)
+                printf "| %s | %s | %.4g | %.4g | %s | **%.2f** |\n", kw[1] == "lat-mean" ? "lat mean" : kw[1], kw[2], med(ra, m), med(rb, m), per, med(q, m)
             }
             exit missing
         }'
