@@ -33,7 +33,7 @@ mpi_build p2p
 # ~15 s and ~35 s on an idle 2-core host; room for slower or busy ones
 DP_TIMEOUT=240
 # resends per 10^4 data datagrams of both runs, at most (VM; docs/tests.md)
-P2P_RESENDS_MAX=0.5
+P2P_RESENDS_MAX=0.1
 dp_run 1 "$WORK/p2p-1.out" "$WORK/p2p" -v 1
 dp_check p2p 1 "$WORK/p2p-1.out"
 for x in "${HOSTS[@]}"; do
