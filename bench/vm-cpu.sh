@@ -142,6 +142,10 @@ report() {
                 (idle[2] - idle[1]) * us, (cs[2] - cs[1]) / d, (pc[2] - pc[1]) / d
         }' "$out/raw/$1-r$2.txt"
 }
+rows=$(for tr in raw usnic; do
+    for r in $(seq 1 "$rounds"); do report "$tr" "$r" || echo "| $tr | $r | missing |"; done
+done)
+grep -q missing <<< "$rows" && rc=1
 {
     echo "# CPU per datagram of a stream in the VM: usnic against raw UD"
     echo
@@ -156,18 +160,14 @@ report() {
     echo
     echo "| transport | round | A datagrams/s | B datagrams/s | busy % | busy µs | procs user µs | procs system µs | others µs | idle µs | switches | procs' switches |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    for tr in raw usnic; do
-        for r in $(seq 1 "$rounds"); do
-            report "$tr" "$r" || { echo "| $tr | $r | missing |"; rc=1; }
-        done
-    done
+    echo "$rows"
     echo
     echo "Medians over the rounds:"
     echo
     echo "| transport | A datagrams/s | busy µs | procs user µs | procs system µs | others µs | switches |"
     echo "|---|---:|---:|---:|---:|---:|---:|"
     for tr in raw usnic; do
-        for r in $(seq 1 "$rounds"); do report "$tr" "$r"; done | awk -F'|' -v tr="$tr" '
+        grep "^| $tr | [0-9]* | [0-9]" <<< "$rows" | awk -F'|' -v tr="$tr" '
             function med(a, n,   i, j, x) {
                 for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
                 return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
