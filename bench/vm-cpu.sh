@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/vm-cpu.sh [--rounds N] [--perf] [--out DIR]: where the VM's CPU goes per datagram of a stream,
+# bench/vm-cpu.sh [--rounds N] [--perf] [--mca NAME VALUE]... [--out DIR]: where the VM's CPU goes per datagram of a stream,
 # usnic against raw UD, in one boot of tools/rxe-vm (2 vCPUs, Soft-RoCE).
 # Each round runs, under SCHED_IDLE as bench/run.sh does, perftest's raw UD stream
 # (ib_send_bw -c UD -s 4096, hostA to hostB) and usnic's 1 MiB stream (bench/mpibench.c -t bw
@@ -10,7 +10,8 @@
 #   - the datagrams each Soft-RoCE device sent (hw_counters/sent_pkts).
 # "others" is the busy time outside the two processes: Soft-RoCE's kernel workers, softirqs,
 # mpirun's daemons. --perf: the sample is also a system-wide perf profile (cpu-clock, 499 Hz),
-# reported per kernel or user symbol in µs per datagram hostA sent. Writes DIR/results.md (default bench/results/vm-cpu): per round and
+# reported per kernel or user symbol in µs per datagram hostA sent. --mca: an MCA parameter
+# for usnic's job (as mpirun's --mca). Writes DIR/results.md (default bench/results/vm-cpu): per round and
 # transport the figures per datagram hostA sent (4 KiB of payload each), and their medians;
 # DIR/raw/ the samples. Exits non-zero if a sample is missing.
 # SPDX-License-Identifier: BSD-3-Clause
@@ -21,6 +22,7 @@ SAMPLE_S=6
 
 if [ "${1:-}" = --in-vm ]; then
     rounds=$2 out=$3 perf=$4
+    read -ra mca <<< "${5:-}"
     # shellcheck source=/dev/null
     . /run/rxevm/env || exit 2
     W=$(mktemp -d /tmp/usnic-cpu.XXXXXX) || exit 2
@@ -90,7 +92,7 @@ if [ "${1:-}" = --in-vm ]; then
         onhost A chrt --idle 0 timeout -k 10 300 mpirun --allow-run-as-root --bind-to none \
             -np 2 --host hostA:1,hostB:1 --mca plm_rsh_agent rxevm-rsh \
             --mca oob_tcp_if_include "$RXEVM_NET.0/24" --mca pml ob1 --mca btl usnic,self \
-            "$W/mpibench" -t bw -S 1048576 -T 60000 -W 300 -n 2000 -N 2000 \
+            "${mca[@]}" "$W/mpibench" -t bw -S 1048576 -T 60000 -W 300 -n 2000 -N 2000 \
             > "$W/usnic.out" 2>&1 &
         measure "usnic-r$1" mpibench 8 || fails=$((fails + 1))
         pkill -x mpibench
@@ -103,13 +105,14 @@ if [ "${1:-}" = --in-vm ]; then
     exit $((fails > 0))
 fi
 
-rounds=3 out=$REPO/bench/results/vm-cpu perf=0
+rounds=3 out=$REPO/bench/results/vm-cpu perf=0 mcas=""
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --perf) perf=1; shift ;;
-        *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf] [--out DIR]" >&2; exit 2 ;;
+        --mca) mcas+="${mcas:+ }--mca $2 $3"; shift 3 ;;
+        *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf] [--mca NAME VALUE]... [--out DIR]" >&2; exit 2 ;;
     esac
 done
 out=$(realpath -m "$out")
@@ -118,7 +121,7 @@ case $out/ in
     *) echo "vm-cpu.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
 esac
 rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
-RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$perf"
+RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$perf" "$mcas"
 rc=$?
 
 # per sample: the deltas, per datagram hostA's device sent
@@ -153,7 +156,7 @@ grep -q missing <<< "$rows" && rc=1
     echo "one boot of tools/rxe-vm (2 vCPUs, TCG), kernel $(uname -r) on the host; installed component"
     echo "$(sha256sum "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)/mca_btl_usnic.so" | cut -c1-16)."
     echo "raw: perftest \`ib_send_bw -c UD -s 4096\`; usnic: \`mpibench -t bw -S 1048576\` over"
-    echo "\`--mca btl usnic,self\`; both under SCHED_IDLE, sampled for $SAMPLE_S s once steady."
+    echo "\`--mca btl usnic,self${mcas:+ $mcas}\`; both under SCHED_IDLE, sampled for $SAMPLE_S s once steady."
     echo "Per datagram hostA's device sent (its payload 4 KiB): µs of CPU (of both vCPUs) busy in"
     echo "all, in the two processes (user, system), elsewhere (others: Soft-RoCE's kernel workers,"
     echo "softirqs, mpirun's daemons), idle; task switches in all and of the two processes' main threads."
