@@ -75,7 +75,7 @@ if [ "${1:-}" = --in-vm ]; then
     port=18600 fails=0
     raw() {
         port=$((port + 1))
-        local args=(-c UD -x "$RXEVM_GID_INDEX" -s 4096 -n 2000000 -F -p "$port")
+        local i args=(-c UD -x "$RXEVM_GID_INDEX" -s 4096 -n 2000000 -F -p "$port")
         onhost B chrt --idle 0 timeout -k 5 120 ib_send_bw -d "$RXEVM_DEV_B" "${args[@]}" \
             > "$W/raw.server" 2>&1 &
         for ((i = 0; i < 100; i++)); do
