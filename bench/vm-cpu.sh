@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/vm-cpu.sh [--rounds N] [--perf] [--mca NAME VALUE]... [--out DIR]: where the VM's CPU goes per datagram of a stream,
+# bench/vm-cpu.sh [--rounds N] [--perf | --events] [--mca NAME VALUE]... [--out DIR]: where the VM's CPU goes per datagram of a stream,
 # usnic against raw UD, in one boot of tools/rxe-vm (2 vCPUs, Soft-RoCE).
 # Each round runs, under SCHED_IDLE as bench/run.sh does, perftest's raw UD stream
 # (ib_send_bw -c UD -s 4096, hostA to hostB) and usnic's 1 MiB stream (bench/mpibench.c -t bw
@@ -10,7 +10,10 @@
 #   - the datagrams each Soft-RoCE device sent (hw_counters/sent_pkts).
 # "others" is the busy time outside the two processes: Soft-RoCE's kernel workers, softirqs,
 # mpirun's daemons. --perf: the sample is also a system-wide perf profile (cpu-clock, 499 Hz),
-# reported per kernel or user symbol in µs per datagram hostA sent. --mca: an MCA parameter
+# reported per kernel or user symbol in µs per datagram hostA sent. --events: the sample also
+# counts kernel events (ftrace's hist triggers: task switches, wake-ups, work items, softirqs,
+# system calls, and Soft-RoCE's functions through kprobes), reported per datagram hostA sent.
+# --mca: an MCA parameter
 # for usnic's job (as mpirun's --mca). Writes DIR/results.md (default bench/results/vm-cpu): per round and
 # transport the figures per datagram hostA sent (4 KiB of payload each), and their medians;
 # DIR/raw/ the samples. Exits non-zero if a sample is missing.
@@ -21,13 +24,34 @@ REPO=$PWD
 SAMPLE_S=6
 
 if [ "${1:-}" = --in-vm ]; then
-    rounds=$2 out=$3 perf=$4
+    rounds=$2 out=$3 mode=$4
     read -ra mca <<< "${5:-}"
     # shellcheck source=/dev/null
     . /run/rxevm/env || exit 2
     W=$(mktemp -d /tmp/usnic-cpu.XXXXXX) || exit 2
     mpicc -O2 -Wall -o "$W/mpibench" bench/mpibench.c || exit 1
     hz=$(getconf CLK_TCK)
+    T=/sys/kernel/tracing events=()
+    if [ "$mode" = events ]; then
+        # Counted in the kernel by hist triggers, set up now while the guest is idle: enabling
+        # a probe patches kernel code, and under TCG a vCPU running the site during the
+        # patch has been seen to crash the guest.
+        [ -d "$T/events" ] || mount -t tracefs nodev "$T" || exit 2
+        # Soft-RoCE's steps: a post, a work item queued and run, the sender's and receiver's
+        # tasks, a packet out and in, a completion queued, a sent packet's buffer freed
+        for f in rxe_post_send rxe_sched_task do_work rxe_sender rxe_requester rxe_completer \
+            rxe_receiver rxe_rcv rxe_xmit_packet rxe_cq_post rxe_skb_tx_dtor; do
+            echo "p:usnicrxe/$f $f" >> "$T/kprobe_events" || exit 2
+            events+=("usnicrxe/$f")
+        done
+        events+=(sched/sched_switch sched/sched_wakeup workqueue/workqueue_execute_start
+            irq/softirq_entry raw_syscalls/sys_enter syscalls/sys_enter_sched_yield
+            syscalls/sys_enter_write syscalls/sys_enter_ioctl syscalls/sys_enter_ppoll)
+        for e in "${events[@]}"; do
+            echo 'hist:keys=common_cpu' > "$T/events/$e/trigger" || exit 2
+        done
+        sleep 2
+    fi
     # snap FILE PID...: one sample line per field group (see the parser below)
     snap() {
         local f=$1 p h d
@@ -39,6 +63,9 @@ if [ "${1:-}" = --in-vm ]; then
             for h in A B; do
                 d=RXEVM_DEV_$h
                 echo "pkts ${!d} $(onhost "$h" cat "/sys/class/infiniband/${!d}/ports/1/hw_counters/sent_pkts")"
+            done
+            for e in "${events[@]}"; do
+                echo "event ${e#*/} $(awk '$1 == "Hits:" { print $2 }' "$T/events/$e/hist")"
             done
             for p in "$@"; do
                 # utime and stime: fields 14 and 15 (the command name has no spaces here)
@@ -61,13 +88,12 @@ if [ "${1:-}" = --in-vm ]; then
         : > "$out/raw/$name.txt"
         echo "hz $hz" >> "$out/raw/$name.txt"
         snap "$out/raw/$name.txt" "${pids[@]}"
-        if [ "$perf" = 1 ]; then
-            perf record -q -a -e cpu-clock -F 499 -o "$W/$name.data" -- sleep "$SAMPLE_S" 2> /dev/null
-        else
-            sleep "$SAMPLE_S"
-        fi
+        case $mode in
+            perf) perf record -q -a -e cpu-clock -F 499 -o "$W/$name.data" -- sleep "$SAMPLE_S" 2> /dev/null ;;
+            *) sleep "$SAMPLE_S" ;;
+        esac
         snap "$out/raw/$name.txt" "${pids[@]}"
-        if [ "$perf" = 1 ]; then
+        if [ "$mode" = perf ]; then
             perf report -i "$W/$name.data" --sort sym --stdio 2> /dev/null | grep -v '^#' |
                 grep . | head -60 > "$out/raw/$name.perf.txt"
         fi
@@ -105,14 +131,15 @@ if [ "${1:-}" = --in-vm ]; then
     exit $((fails > 0))
 fi
 
-rounds=3 out=$REPO/bench/results/vm-cpu perf=0 mcas=""
+rounds=3 out=$REPO/bench/results/vm-cpu mode=none mcas=""
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        --perf) perf=1; shift ;;
+        --perf) mode=perf; shift ;;
+        --events) mode=events; shift ;;
         --mca) mcas+="${mcas:+ }--mca $2 $3"; shift 3 ;;
-        *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf] [--mca NAME VALUE]... [--out DIR]" >&2; exit 2 ;;
+        *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf | --events] [--mca NAME VALUE]... [--out DIR]" >&2; exit 2 ;;
     esac
 done
 out=$(realpath -m "$out")
@@ -121,7 +148,7 @@ case $out/ in
     *) echo "vm-cpu.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
 esac
 rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
-RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$perf" "$mcas"
+RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$mode" "$mcas"
 rc=$?
 
 # per sample: the deltas, per datagram hostA's device sent
@@ -178,7 +205,7 @@ grep -q missing <<< "$rows" && rc=1
             { ++n; a[n] = $4; b[n] = $7; u[n] = $8; s[n] = $9; o[n] = $10; c[n] = $12 }
             END { if (n) printf "| %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", tr, med(a, n), med(b, n), med(u, n), med(s, n), med(o, n), med(c, n) }'
     done
-    if [ "$perf" = 1 ]; then
+    if [ "$mode" = perf ]; then
         echo
         echo "Where the time goes (perf, all rounds' samples): µs per datagram hostA sent, the 30"
         echo "symbols that take most in either transport (all processes and kernel threads together)."
@@ -201,6 +228,30 @@ grep -q missing <<< "$rows" && rc=1
                 m = v[x, "raw"] > v[x, "usnic"] ? v[x, "raw"] : v[x, "usnic"]
                 printf "%.4f|`%s`|%.2f|%.2f|%+.2f\n", m, x, v[x, "raw"], v[x, "usnic"], v[x, "usnic"] - v[x, "raw"] } }' |
             sort -t'|' -k1,1gr | head -30 | awk -F'|' '{ printf "| %s | %s | %s | %s |\n", $2, $3, $4, $5 }'
+    fi
+    if [ "$mode" = events ]; then
+        echo
+        echo "Kernel events per datagram hostA sent (ftrace hist triggers; rxe_*, do_work: kprobes on"
+        echo "Soft-RoCE's functions), medians over the rounds:"
+        echo
+        echo "| event | raw | usnic | usnic - raw |"
+        echo "|---|---:|---:|---:|"
+        for tr in raw usnic; do
+            for r in $(seq 1 "$rounds"); do
+                awk -v tr="$tr" '$1 == "pkts" && !b[n]++ { k[n] = $3 } $1 == "time" { ++n }
+                    $1 == "event" { e[n, $2] = $3; if (n == 1) o[++ne] = $2 }
+                    END { for (i = 1; i <= ne; ++i) print tr "|" o[i] "|" (e[2, o[i]] - e[1, o[i]]) / (k[2] - k[1]) }' \
+                    "$out/raw/$tr-r$r.txt" 2> /dev/null
+            done
+        done | awk -F'|' '
+            function med(tr, x,   i, j, n, a, y) {
+                n = c[tr, x]; for (i = 1; i <= n; ++i) a[i] = v[tr, x, i]
+                for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (a[j] < a[i]) { y = a[i]; a[i] = a[j]; a[j] = y }
+                return n == 0 ? 0 : n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+            }
+            { v[$1, $2, ++c[$1, $2]] = $3; if (!($2 in s)) { s[$2] = 1; o[++ne] = $2 } }
+            END { for (i = 1; i <= ne; ++i) { x = o[i]
+                printf "| `%s` | %.2f | %.2f | %+.2f |\n", x, med("raw", x), med("usnic", x), med("usnic", x) - med("raw", x) } }'
     fi
 } > "$out/results.md"
 cat "$out/results.md"
