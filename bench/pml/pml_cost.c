@@ -8,20 +8,20 @@
  * counts the instructions of those calls with callgrind.  btl/self's own
  * share is small and counted apart, so the rest is ob1, the MPI layer,
  * opal's convertor and libc, as every MPI message over usnic pays them.
+ * With a second argument R it also times R rounds of the N messages
+ * (MPI_Wtime) and prints each round's microseconds per message: the time
+ * that path takes where it runs (bench/pml-cost.sh --vm: in the VM).
  */
 
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-int main(int argc, char **argv)
+static void messages(int me, int n)
 {
     char sbuf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rbuf[8];
-    int me, n = argc > 1 ? atoi(argv[1]) : 0;
     MPI_Request r;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
     for (int i = 0; i < n; i++) {
         MPI_Isend(sbuf, 8, MPI_CHAR, me, 1, MPI_COMM_WORLD, &r);
         MPI_Recv(rbuf, 8, MPI_CHAR, me, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -30,6 +30,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "pml_cost: wrong data\n");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int me, n = argc > 1 ? atoi(argv[1]) : 0, rounds = argc > 2 ? atoi(argv[2]) : 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (0 == rounds) {
+        messages(me, n);
+    }
+    for (int k = 0; k < rounds; k++) {
+        double t0 = MPI_Wtime();
+        messages(me, n);
+        printf("round %d: %.3f us per message\n", k + 1, (MPI_Wtime() - t0) * 1e6 / n);
     }
     MPI_Finalize();
     return 0;
