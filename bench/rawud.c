@@ -10,11 +10,13 @@
  * program does the same over one UD queue pair per side: a window of WINDOW
  * sends of SIZE bytes (one datagram each, every send signalled as usnic's
  * are), the receiver reposts each buffer as it completes and answers the
- * window's last datagram with a datagram of 4 bytes.  Both sides busy-poll.
+ * window's last datagram with a datagram of 4 bytes.  Both sides busy-poll,
+ * or with -y yield the CPU (sched_yield) after each poll that found nothing,
+ * as usnic's progress does on Soft-RoCE.  A window of 1 is a round trip.
  *
- *   rawud -r -d DEV [-x GID_INDEX] [-p PORT]
+ *   rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y]
  *       responder: serves one initiator, then exits
- *   rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-S SIZE,...] [-w WINDOW]
+ *   rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-S SIZE,...] [-w WINDOW]
  *         [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS]
  *       initiator: one output line per size, in mpibench's format
  *       (TEST SIZE ITERS WINDOW MEAN_US MEDIAN_US MIN_US MB/S MSG/S), the test
@@ -38,6 +40,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,8 @@
 #define ANSWER 4         /* the receiver's answer to a window */
 #define MAX_SIZES 64
 #define TIMEOUT_NS 2000000000LL
+
+static int yield_when_idle;   /* -y */
 
 struct wire_addr {
     uint32_t qpn;
@@ -246,6 +251,9 @@ static void wait_cq(struct ud *u, struct ibv_cq *cq, int n, long long deadline)
             }
         }
         n -= got;
+        if (0 == got && yield_when_idle) {
+            sched_yield();
+        }
         if (0 == got && now_ns() > deadline) {
             fprintf(stderr, "rawud: %d %s completion(s) missing after 2 s\n", n, what);
             exit(1);
@@ -361,13 +369,14 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES], nsizes = 0, max_size = 0;
     struct ud u = {0};
 
-    while ((opt = getopt(argc, argv, "rc:d:x:p:S:w:T:W:n:N:")) != -1) {
+    while ((opt = getopt(argc, argv, "rc:d:x:p:yS:w:T:W:n:N:")) != -1) {
         switch (opt) {
         case 'r': responder = 1; break;
         case 'c': host = optarg; break;
         case 'd': dev = optarg; break;
         case 'x': gid_index = atoi(optarg); break;
         case 'p': port = atoi(optarg); break;
+        case 'y': yield_when_idle = 1; break;
         case 'S': list = optarg; break;
         case 'w': window = atoi(optarg); break;
         case 'T': budget = atof(optarg) / 1e3; break;
@@ -379,8 +388,8 @@ int main(int argc, char **argv)
     }
     if (NULL == dev || responder == (NULL != host) || window < 1 || window > 4096 ||
         min_iters < 1 || max_iters < min_iters) {
-        fprintf(stderr, "usage: rawud -r -d DEV [-x GID_INDEX] [-p PORT]\n"
-                        "       rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-S SIZE,...]"
+        fprintf(stderr, "usage: rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y]\n"
+                        "       rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-S SIZE,...]"
                         " [-w WINDOW] [-T MS] [-W MS] [-n MIN] [-N MAX]\n");
         return 2;
     }

@@ -1,0 +1,136 @@
+#!/bin/bash
+# bench/vm-lat.sh [--rounds N] [--out DIR]: what yielding costs an 8 B round trip in the VM,
+# usnic's and raw UD's, in one boot of tools/rxe-vm (2 vCPUs, Soft-RoCE).
+# Each round runs, in an order that rotates by round, under SCHED_IDLE as bench/run.sh does:
+#   raw       bench/rawud.c with a window of 1 (8 B out, a 4 B answer back), busy-polling;
+#   raw-y     the same, each side yielding after every poll that found nothing (-y);
+#   usnic     bench/mpibench.c -t lat -S 8 over --mca btl usnic,self (yields: the default);
+#   usnic-n   the same with --mca btl_usnic_yield_when_idle 0 (busy-polling).
+# The figure of each is the median iteration's time per message one way (rawud's round trip
+# halved). Writes DIR/results.md (default bench/results/vm-lat): per round and in medians,
+# and the ratios paired round by round; DIR/raw/ the outputs. Exits non-zero if a run failed.
+# SPDX-License-Identifier: BSD-3-Clause
+set -u
+cd "$(dirname "$0")/.." || exit 2
+REPO=$PWD
+NAMES=(raw raw-y usnic usnic-n)
+
+if [ "${1:-}" = --in-vm ]; then
+    rounds=$2 out=$3
+    # shellcheck source=/dev/null
+    . /run/rxevm/env || exit 2
+    W=$(mktemp -d /tmp/usnic-lat.XXXXXX) || exit 2
+    mpicc -O2 -Wall -o "$W/mpibench" bench/mpibench.c || exit 1
+    cc -O2 -Wall -o "$W/rawud" bench/rawud.c -libverbs || exit 1
+    IDLE=(chrt --idle 0)
+    BUDGET=(-T 1000 -W 100 -n 200 -N 20000)
+    port=18700 fails=0
+    raw() {
+        port=$((port + 1))
+        onhost B "${IDLE[@]}" timeout -k 5 120 "$W/rawud" -r -d "$RXEVM_DEV_B" \
+            -x "$RXEVM_GID_INDEX" -p "$port" "$@" > "$W/server.txt" 2>&1 &
+        onhost A "${IDLE[@]}" timeout -k 5 120 "$W/rawud" -c "$RXEVM_IP_B" -d "$RXEVM_DEV_A" \
+            -x "$RXEVM_GID_INDEX" -p "$port" "$@" -w 1 -S 8 "${BUDGET[@]}"
+        local rc=$?
+        wait
+        cat "$W/server.txt"
+        return $rc
+    }
+    usnic() {
+        onhost A "${IDLE[@]}" timeout -k 10 300 mpirun --allow-run-as-root --bind-to none \
+            -np 2 --host hostA:1,hostB:1 --mca plm_rsh_agent rxevm-rsh \
+            --mca oob_tcp_if_include "$RXEVM_NET.0/24" --mca pml ob1 --mca btl usnic,self \
+            --mca btl_usnic_stats 100000 "$@" "$W/mpibench" -t lat -S 8 "${BUDGET[@]}"
+    }
+    run() {
+        case $1 in
+            raw) raw ;;
+            raw-y) raw -y ;;
+            usnic) usnic ;;
+            usnic-n) usnic --mca btl_usnic_yield_when_idle 0 ;;
+        esac > "$out/raw/$1-r$2.txt" 2>&1 || { echo "vm-lat: $1 round $2 failed"; fails=$((fails + 1)); }
+    }
+    for r in $(seq 1 "$rounds"); do
+        for k in 0 1 2 3; do
+            run "${NAMES[$(((k + r) % 4))]}" "$r"
+        done
+        echo "vm-lat: round $r done"
+    done
+    exit $((fails > 0))
+fi
+
+rounds=7 out=$REPO/bench/results/vm-lat
+while [ $# -gt 0 ]; do
+    case $1 in
+        --rounds) rounds=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        *) echo "usage: bench/vm-lat.sh [--rounds N] [--out DIR]" >&2; exit 2 ;;
+    esac
+done
+out=$(realpath -m "$out")
+case $out/ in
+    "$REPO"/*) ;;
+    *) echo "vm-lat.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
+esac
+rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
+RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out"
+rc=$?
+
+# one way, µs: the median column (rawud's round trip halved)
+oneway() {
+    case $1 in
+        raw*) awk '$1 == "bw" && $2 == 8 { print $6 / 2; exit }' "$out/raw/$1-r$2.txt" ;;
+        *) awk '$1 == "lat" && $2 == 8 { print $6; exit }' "$out/raw/$1-r$2.txt" ;;
+    esac 2> /dev/null
+}
+table=$(for r in $(seq 1 "$rounds"); do
+    line="$r"
+    for n in "${NAMES[@]}"; do
+        v=$(oneway "$n" "$r")
+        [ -n "$v" ] || v=NA
+        line+=" $v"
+    done
+    echo "$line"
+done)
+grep -qw NA <<< "$table" && rc=1
+# median and range of column expression over the rounds
+stat() {
+    awk -v e="$1" '{ split("", c); for (i = 1; i <= NF; ++i) c[i] = $i
+        if (e ~ /\//) { split(e, p, "/"); if (c[p[1]] == "NA" || c[p[2]] == "NA") next; v[++n] = c[p[1]] / c[p[2]] }
+        else { if (c[e] == "NA") next; v[++n] = c[e] } }
+        END { if (!n) { print "NA"; exit }
+              for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+              m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+              printf "%.2f (%.2f-%.2f)", m, v[1], v[n] }' <<< "$table"
+}
+{
+    echo "# 8 B round trips in the VM: usnic and raw UD, busy-polling and yielding"
+    echo
+    echo "bench/vm-lat.sh, $(date -u +%Y-%m-%dT%H:%MZ), source $(git log -1 --format='%h %cI'), $rounds rounds,"
+    echo "one boot of tools/rxe-vm (2 vCPUs, TCG), kernel $(uname -r) on the host; installed component"
+    echo "$(sha256sum "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)/mca_btl_usnic.so" | cut -c1-16)."
+    echo "raw: bench/rawud.c, a window of one 8 B datagram answered by 4 B, busy-polling; raw-y: the same"
+    echo "yielding after each empty poll; usnic: mpibench -t lat -S 8 over usnic,self (yields, the"
+    echo "default on Soft-RoCE); usnic-n: with btl_usnic_yield_when_idle 0. All under SCHED_IDLE."
+    echo "µs one way at the median iteration (rawud: its round trip halved)."
+    echo
+    echo "| round | raw | raw-y | usnic | usnic-n |"
+    echo "|---:|---:|---:|---:|---:|"
+    awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' <<< "$table"
+    echo
+    echo "Medians over the rounds (range), and ratios paired round by round:"
+    echo
+    echo "| figure | median (range) |"
+    echo "|---|---|"
+    echo "| raw, µs | $(stat 2) |"
+    echo "| raw-y, µs | $(stat 3) |"
+    echo "| usnic, µs | $(stat 4) |"
+    echo "| usnic-n, µs | $(stat 5) |"
+    echo "| raw-y / raw: what yielding costs raw UD | $(stat 3/2) |"
+    echo "| usnic / usnic-n: what yielding costs usnic | $(stat 4/5) |"
+    echo "| usnic / raw | $(stat 4/2) |"
+    echo "| usnic / raw-y: both yielding | $(stat 4/3) |"
+    echo "| usnic-n / raw: both busy-polling | $(stat 5/2) |"
+} > "$out/results.md"
+cat "$out/results.md"
+exit "$rc"
