@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/vm-lat.sh [--rounds N] [--out DIR]: what yielding costs an 8 B round trip in the VM,
+# bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]: what yielding costs an 8 B round trip in the VM,
 # usnic's and raw UD's, in one boot of tools/rxe-vm (2 vCPUs, Soft-RoCE).
 # Each round runs, in an order that rotates by round, under SCHED_IDLE as bench/run.sh does:
 #   raw       bench/rawud.c with a window of 1 (8 B out, a 4 B answer back), busy-polling;
@@ -9,6 +9,12 @@
 # The figure of each is the median iteration's time per message one way (rawud's round trip
 # halved). Writes DIR/results.md (default bench/results/vm-lat): per round and in medians,
 # and the ratios paired round by round; DIR/raw/ the outputs. Exits non-zero if a run failed.
+# --trace: after the rounds, raw and usnic-n run once more, and 2 s of their steady ping-pong
+# are traced (ftrace, kprobes on Soft-RoCE's functions, set up while the guest is idle): each
+# one-way trip is split into its steps, from the send's post (rxe_post_send) through the
+# packet out (rxe_xmit_packet) and in (rxe_rcv), the receive task (rxe_receiver) and its
+# completion (rxe_cq_post), to the answer's post, the receiving process's reaction
+# (DIR/raw/trace-NAME.txt: a line per trip, µs per step; results.md: their medians).
 # SPDX-License-Identifier: BSD-3-Clause
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -16,7 +22,7 @@ REPO=$PWD
 NAMES=(raw raw-y usnic usnic-n)
 
 if [ "${1:-}" = --in-vm ]; then
-    rounds=$2 out=$3
+    rounds=$2 out=$3 trace=$4
     # shellcheck source=/dev/null
     . /run/rxevm/env || exit 2
     W=$(mktemp -d /tmp/usnic-lat.XXXXXX) || exit 2
@@ -56,15 +62,58 @@ if [ "${1:-}" = --in-vm ]; then
         done
         echo "vm-lat: round $r done"
     done
+    [ "$trace" = 1 ] || exit $((fails > 0))
+    T=/sys/kernel/tracing
+    [ -d "$T/events" ] || mount -t tracefs nodev "$T" || exit 2
+    for f in rxe_post_send rxe_xmit_packet rxe_rcv rxe_receiver rxe_cq_post; do
+        echo "p:usnicrxe/$f $f" >> "$T/kprobe_events" || exit 2
+    done
+    echo 0 > "$T/tracing_on"
+    echo 40000 > "$T/buffer_size_kb"
+    echo 1 > "$T/events/usnicrxe/enable"
+    sleep 2
+    BUDGET=(-T 100000 -W 1 -n 1000000 -N 1000000)
+    for n in raw usnic-n; do
+        case $n in
+            raw) raw > /dev/null 2>&1 & ;;
+            usnic-n) usnic --mca btl_usnic_yield_when_idle 0 > /dev/null 2>&1 & ;;
+        esac
+        sleep 15
+        echo > "$T/trace"
+        echo 1 > "$T/tracing_on"
+        sleep 2
+        echo 0 > "$T/tracing_on"
+        # one line per one-way trip: the 5 steps' µs, the trip, the CPUs of the post and of
+        # the packet's send
+        awk '$5 ~ /^rxe_/ { split($1, a, "-"); ++n; ev[n] = $5; t[n] = $4 * 1e6; cpu[n] = $2 }
+            END {
+                split("rxe_xmit_packet: rxe_rcv: rxe_receiver: rxe_cq_post: rxe_post_send:", chain, " ")
+                for (i = 1; i <= n; ++i) {
+                    if (ev[i] != "rxe_post_send:") continue
+                    j = i; last = t[i]; line = ""
+                    for (c = 1; c <= 5; ++c) {
+                        for (++j; j <= n && ev[j] != chain[c]; ++j) ;
+                        if (j > n) exit
+                        if (c == 1) kcpu = cpu[j]
+                        line = line sprintf("%.1f ", t[j] - last); last = t[j]
+                    }
+                    print line sprintf("%.1f", t[j] - t[i]), cpu[i], kcpu
+                }
+            }' "$T/trace" > "$out/raw/trace-$n.txt"
+        pkill -x rawud
+        pkill -x mpibench
+        wait
+    done
     exit $((fails > 0))
 fi
 
-rounds=7 out=$REPO/bench/results/vm-lat
+rounds=7 out=$REPO/bench/results/vm-lat trace=0
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        *) echo "usage: bench/vm-lat.sh [--rounds N] [--out DIR]" >&2; exit 2 ;;
+        --trace) trace=1; shift ;;
+        *) echo "usage: bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]" >&2; exit 2 ;;
     esac
 done
 out=$(realpath -m "$out")
@@ -73,7 +122,7 @@ case $out/ in
     *) echo "vm-lat.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
 esac
 rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
-RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out"
+RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$trace"
 rc=$?
 
 # one way, µs: the median column (rawud's round trip halved)
@@ -131,6 +180,24 @@ stat() {
     echo "| usnic / raw | $(stat 4/2) |"
     echo "| usnic / raw-y: both yielding | $(stat 4/3) |"
     echo "| usnic-n / raw: both busy-polling | $(stat 5/2) |"
+    if [ "$trace" = 1 ]; then
+        echo
+        echo "One-way trips of 2 s of each steady ping-pong, traced (\`--trace\`; the probes slow both):"
+        echo "median µs of each step; the last column the share of trips whose packet Soft-RoCE's"
+        echo "worker sent on the CPU of the process that posted it."
+        echo
+        echo "| transport | trips | post > packet out | out > in | in > receive task | task > completion | completion > answer posted | one way | same CPU |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        for n in raw usnic-n; do
+            f=$out/raw/trace-$n.txt
+            [ -s "$f" ] || { echo "| $n | missing |"; continue; }
+            line="| $n | $(wc -l < "$f")"
+            for c in 1 2 3 4 5 6; do
+                line+=" | $(cut -d' ' -f$c "$f" | sort -g | awk '{ v[++n] = $1 } END { print v[int((n + 1) / 2)] }')"
+            done
+            echo "$line | $(awk '{ s += $7 == $8 } END { printf "%.2f", s / NR }' "$f") |"
+        done
+    fi
 } > "$out/results.md"
 cat "$out/results.md"
 exit "$rc"
