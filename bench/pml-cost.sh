@@ -10,7 +10,8 @@
 # --vm: also the time of that path per message, 9 rounds of 20,000 messages (MPI_Wtime), on
 # this host and in a boot of tools/rxe-vm under SCHED_IDLE as bench/run.sh runs its ranks (a
 # few minutes more): what the instructions cost where the VM's latency is measured, alone
-# and each after a kernel operation, as a message over Soft-RoCE runs after the kernel's work.
+# and each after a kernel operation, as a message over Soft-RoCE runs after the kernel's work;
+# and what a function call costs there (bench/pml/vm_calls.c).
 # Writes DIR/results.md (default bench/results/pml).
 # SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --out) out=${2:?--out needs a directory}; shift ;;
         --vm) vm=1 ;;
-        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "usage: bench/pml-cost.sh [--vm] [--out DIR]" >&2; exit 2 ;;
     esac
     shift
@@ -59,14 +60,34 @@ timed() {
         END { if (n < 9) exit 1
               printf "| %s | %.3f | %.2f | %.3f |\n", w, med(m, n), med(k, n), med(d, n) }'
 }
+# vm_calls' rounds: "| where | direct hot | after | pointers hot | after | loop hot | after |"
+called() {
+    awk -v w="$1" '
+        function med(k,   i, j, x, n) {
+            n = c[k]; for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j)
+                if (v[k, j] < v[k, i]) { x = v[k, i]; v[k, i] = v[k, j]; v[k, j] = x }
+            return v[k, int((n + 1) / 2)]
+        }
+        { k = $1; ++c[k]; v[k, c[k]] = $2; ++c[k "a"]; v[k "a", c[k "a"]] = $3 }
+        END { if (c["direct:"] < 9) exit 1
+              printf "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", w, med("direct:"), med("direct:a"),
+                  med("indirect:"), med("indirect:a"), med("loop:"), med("loop:a") }'
+}
 if [ "$vm" = 1 ]; then
+    cc -O2 -o "$tmp/vm_calls" bench/pml/vm_calls.c
     mpirun --allow-run-as-root -np 1 --mca btl self "$tmp/pml_cost" 20000 9 > "$tmp/time.host" 2>&1
+    "$tmp/vm_calls" 20000 9 > "$tmp/calls.host"
     # (the guest sees the host's files read-only, the checkout read-write: it builds its own copy)
     tools/rxe-vm/rxe-vm bash -c 'mpicc -O2 -o /tmp/pml_cost bench/pml/pml_cost.c &&
-        chrt --idle 0 mpirun --allow-run-as-root -np 1 --mca btl self /tmp/pml_cost 20000 9' \
+        cc -O2 -o /tmp/vm_calls bench/pml/vm_calls.c &&
+        chrt --idle 0 mpirun --allow-run-as-root -np 1 --mca btl self /tmp/pml_cost 20000 9 &&
+        chrt --idle 0 /tmp/vm_calls 5000 9 > /tmp/calls.txt && sed "s/^/calls /" /tmp/calls.txt' \
         > "$tmp/time.vm" 2>&1
     rows=$(timed "this host" < "$tmp/time.host" && timed "the VM (tools/rxe-vm, TCG), SCHED_IDLE" < "$tmp/time.vm") ||
         { cat "$tmp/time.host" "$tmp/time.vm" >&2; echo "pml-cost.sh: a timed run failed" >&2; exit 1; }
+    crows=$(called "this host" < "$tmp/calls.host" &&
+        sed -n 's/^calls //p' "$tmp/time.vm" | called "the VM (tools/rxe-vm, TCG), SCHED_IDLE") ||
+        { cat "$tmp/calls.host" "$tmp/time.vm" >&2; echo "pml-cost.sh: a timed run of calls failed" >&2; exit 1; }
 fi
 mkdir -p "$out"
 {
@@ -105,6 +126,16 @@ mkdir -p "$out"
         echo "| where | a message | a kernel operation | a message after one |"
         echo "|---|---:|---:|---:|"
         echo "$rows"
+        echo
+        echo "What a function call costs there (bench/pml/vm_calls.c, 9 rounds; 20,000 runs per round on"
+        echo "the host, 5,000 in the VM): µs per run of 64 calls of distinct empty functions, direct"
+        echo "and through pointers, and of a 256-iteration loop without calls, run after each other"
+        echo "(hot) and each after a kernel operation as above (after; the operation's own time"
+        echo "taken out). Medians:"
+        echo
+        echo "| where | 64 calls | after | 64 calls through pointers | after | loop | after |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        echo "$crows"
     fi
 } > "$out/results.md"
 cat "$out/results.md"
