@@ -142,12 +142,9 @@ while [ $# -gt 0 ]; do
         *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf | --events] [--mca NAME VALUE]... [--out DIR]" >&2; exit 2 ;;
     esac
 done
-out=$(realpath -m "$out")
-case $out/ in
-    "$REPO"/*) ;;
-    *) echo "vm-cpu.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
-esac
-rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
+# shellcheck source=bench/vm-lib.sh
+. bench/vm-lib.sh
+out=$(vm_bench_out vm-cpu.sh "$out") || exit 2
 RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$mode" "$mcas"
 rc=$?
 
@@ -171,6 +168,13 @@ report() {
                 ((busy[2] - busy[1]) - (pu[2] - pu[1]) - (ps[2] - ps[1])) * us,
                 (idle[2] - idle[1]) * us, (cs[2] - cs[1]) / d, (pc[2] - pc[1]) / d
         }' "$out/raw/$1-r$2.txt"
+}
+# the samples: "TRANSPORT ROUND" lines
+samples() {
+    local tr r
+    for tr in raw usnic; do
+        for r in $(seq 1 "$rounds"); do echo "$tr $r"; done
+    done
 }
 rows=$(for tr in raw usnic; do
     for r in $(seq 1 "$rounds"); do report "$tr" "$r" || echo "| $tr | $r | missing |"; done
@@ -212,17 +216,15 @@ grep -q missing <<< "$rows" && rc=1
         echo
         echo "| symbol | raw µs | usnic µs | usnic - raw |"
         echo "|---|---:|---:|---:|"
-        for tr in raw usnic; do
-            for r in $(seq 1 "$rounds"); do
-                f=$out/raw/$tr-r$r
-                [ -s "$f.perf.txt" ] || continue
-                # this sample's µs of both vCPUs per datagram hostA sent
-                per=$(awk '$1 == "time" { t[++n] = $2 } $1 == "pkts" { k[n, ++np[n]] = $3 }
-                    END { print 2e6 * (t[2] - t[1]) / (k[2, 1] - k[1, 1]) }' "$f.txt")
-                awk -v tr="$tr" -v per="$per" -v rounds="$rounds" '$1 ~ /%$/ {
-                    sym = $0; sub(/^ *[0-9.]+% +/, "", sym)
-                    print tr "|" sym "|" ($1 + 0) / 100 * per / rounds }' "$f.perf.txt"
-            done
+        samples | while read -r tr r; do
+            f=$out/raw/$tr-r$r
+            [ -s "$f.perf.txt" ] || continue
+            # this sample's µs of both vCPUs per datagram hostA sent
+            per=$(awk '$1 == "time" { t[++n] = $2 } $1 == "pkts" { k[n, ++np[n]] = $3 }
+                END { print 2e6 * (t[2] - t[1]) / (k[2, 1] - k[1, 1]) }' "$f.txt")
+            awk -v tr="$tr" -v per="$per" -v rounds="$rounds" '$1 ~ /%$/ {
+                sym = $0; sub(/^ *[0-9.]+% +/, "", sym)
+                print tr "|" sym "|" ($1 + 0) / 100 * per / rounds }' "$f.perf.txt"
         done | awk -F'|' '{ v[$2, $1] += $3; s[$2] = 1 }
             END { for (x in s) {
                 m = v[x, "raw"] > v[x, "usnic"] ? v[x, "raw"] : v[x, "usnic"]
@@ -236,13 +238,11 @@ grep -q missing <<< "$rows" && rc=1
         echo
         echo "| event | raw | usnic | usnic - raw |"
         echo "|---|---:|---:|---:|"
-        for tr in raw usnic; do
-            for r in $(seq 1 "$rounds"); do
-                awk -v tr="$tr" '$1 == "pkts" && !b[n]++ { k[n] = $3 } $1 == "time" { ++n }
-                    $1 == "event" { e[n, $2] = $3; if (n == 1) o[++ne] = $2 }
-                    END { for (i = 1; i <= ne; ++i) print tr "|" o[i] "|" (e[2, o[i]] - e[1, o[i]]) / (k[2] - k[1]) }' \
-                    "$out/raw/$tr-r$r.txt" 2> /dev/null
-            done
+        samples | while read -r tr r; do
+            awk -v tr="$tr" '$1 == "pkts" && !b[n]++ { k[n] = $3 } $1 == "time" { ++n }
+                $1 == "event" { e[n, $2] = $3; if (n == 1) o[++ne] = $2 }
+                END { for (i = 1; i <= ne; ++i) print tr "|" o[i] "|" (e[2, o[i]] - e[1, o[i]]) / (k[2] - k[1]) }' \
+                "$out/raw/$tr-r$r.txt" 2> /dev/null
         done | awk -F'|' '
             function med(tr, x,   i, j, n, a, y) {
                 n = c[tr, x]; for (i = 1; i <= n; ++i) a[i] = v[tr, x, i]

@@ -116,12 +116,9 @@ while [ $# -gt 0 ]; do
         *) echo "usage: bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]" >&2; exit 2 ;;
     esac
 done
-out=$(realpath -m "$out")
-case $out/ in
-    "$REPO"/*) ;;
-    *) echo "vm-lat.sh: writes only below the checkout (--out), which the guest shares" >&2; exit 2 ;;
-esac
-rm -rf "$out/raw" && mkdir -p "$out/raw" || exit 2
+# shellcheck source=bench/vm-lib.sh
+. bench/vm-lib.sh
+out=$(vm_bench_out vm-lat.sh "$out") || exit 2
 RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$trace"
 rc=$?
 
