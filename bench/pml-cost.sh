@@ -48,46 +48,44 @@ for n in "${runs[@]}"; do
         END { for (o in s) print o, s[o] }' | sort > "$tmp/obj.$n"
 done
 msgs=$((runs[1] - runs[0]))
-# rounds of the timed path: "| where | message | kernel operation | message after one |",
-# medians (the last of the per-round differences both - operation)
+# timed WHERE NAME:COLUMN...: a table row from lines "NAME HOT OPERATION AFTER" (columns 2-4,
+# µs; 9 or more per NAME): WHERE, then each NAME's median of that COLUMN
 timed() {
-    awk -v w="$1" '
-        function med(a, n,   i, j, x) {
-            for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-            return a[(n + 1) / 2]
-        }
-        $1 == "round" { ++n; m[n] = $3; k[n] = $7; d[n] = $11 - $7 }
-        END { if (n < 9) exit 1
-              printf "| %s | %.3f | %.2f | %.3f |\n", w, med(m, n), med(k, n), med(d, n) }'
-}
-# vm_calls' rounds: "| where | direct hot | after | pointers hot | after | loop hot | after |"
-called() {
-    awk -v w="$1" '
+    awk -v w="$1" -v spec="$2" '
         function med(k,   i, j, x, n) {
             n = c[k]; for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j)
                 if (v[k, j] < v[k, i]) { x = v[k, i]; v[k, i] = v[k, j]; v[k, j] = x }
             return v[k, int((n + 1) / 2)]
         }
-        { k = $1; ++c[k]; v[k, c[k]] = $2; ++c[k "a"]; v[k "a", c[k "a"]] = $3 }
-        END { if (c["direct:"] < 9) exit 1
-              printf "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", w, med("direct:"), med("direct:a"),
-                  med("indirect:"), med("indirect:a"), med("loop:"), med("loop:a") }'
+        NF == 4 { for (f = 2; f <= 4; ++f) { k = $1 ":" f; v[k, ++c[k]] = $f } }
+        END { row = "| " w; m = split(spec, cols, " ")
+              for (i = 1; i <= m; ++i) { if (c[cols[i]] < 9) exit 1; row = row sprintf(" | %.3g", med(cols[i])) }
+              print row " |" }'
 }
 if [ "$vm" = 1 ]; then
     cc -O2 -o "$tmp/vm_calls" bench/pml/vm_calls.c
-    mpirun --allow-run-as-root -np 1 --mca btl self "$tmp/pml_cost" 20000 9 > "$tmp/time.host" 2>&1
-    "$tmp/vm_calls" 20000 9 > "$tmp/calls.host"
+    { mpirun --allow-run-as-root -np 1 --mca btl self "$tmp/pml_cost" 20000 9 &&
+        "$tmp/vm_calls" 20000 9; } > "$tmp/time.host" 2>&1 ||
+        { cat "$tmp/time.host" >&2; echo "pml-cost.sh: the timed run on this host failed" >&2; exit 1; }
     # (the guest sees the host's files read-only, the checkout read-write: it builds its own copy)
     tools/rxe-vm/rxe-vm bash -c 'mpicc -O2 -o /tmp/pml_cost bench/pml/pml_cost.c &&
         cc -O2 -o /tmp/vm_calls bench/pml/vm_calls.c &&
         chrt --idle 0 mpirun --allow-run-as-root -np 1 --mca btl self /tmp/pml_cost 20000 9 &&
-        chrt --idle 0 /tmp/vm_calls 5000 9 > /tmp/calls.txt && sed "s/^/calls /" /tmp/calls.txt' \
-        > "$tmp/time.vm" 2>&1
-    rows=$(timed "this host" < "$tmp/time.host" && timed "the VM (tools/rxe-vm, TCG), SCHED_IDLE" < "$tmp/time.vm") ||
-        { cat "$tmp/time.host" "$tmp/time.vm" >&2; echo "pml-cost.sh: a timed run failed" >&2; exit 1; }
-    crows=$(called "this host" < "$tmp/calls.host" &&
-        sed -n 's/^calls //p' "$tmp/time.vm" | called "the VM (tools/rxe-vm, TCG), SCHED_IDLE") ||
-        { cat "$tmp/calls.host" "$tmp/time.vm" >&2; echo "pml-cost.sh: a timed run of calls failed" >&2; exit 1; }
+        chrt --idle 0 /tmp/vm_calls 5000 9' > "$tmp/time.vm" 2>&1 ||
+        { cat "$tmp/time.vm" >&2; echo "pml-cost.sh: the timed run in the VM failed" >&2; exit 1; }
+    # rows: the message's table; crows: the calls'
+    rows="" crows=""
+    for w in host vm; do
+        where="this host"
+        [ "$w" = vm ] && where="the VM (tools/rxe-vm, TCG), SCHED_IDLE"
+        if ! row=$(timed "$where" "message:2 message:3 message:4" < "$tmp/time.$w") ||
+            ! crow=$(timed "$where" "direct:2 direct:4 indirect:2 indirect:4 loop:2 loop:4" < "$tmp/time.$w"); then
+            cat "$tmp/time.$w" >&2
+            echo "pml-cost.sh: a timed run failed ($where)" >&2
+            exit 1
+        fi
+        rows+="${rows:+$'\n'}$row" crows+="${crows:+$'\n'}$crow"
+    done
 fi
 mkdir -p "$out"
 {

@@ -6,18 +6,15 @@
  * What a function call costs where this runs (bench/pml-cost.sh --vm: on the
  * host and in the VM): 64 calls of distinct empty functions, direct and
  * through pointers, against a loop of 256 iterations without calls; each
- * timed N times in a row and N times each after a kernel operation (open,
- * read and close /proc/self/stat), as code on a message's path over
- * Soft-RoCE runs after the kernel's work.  Prints per kind one line per
- * round: "KIND: HOT AFTER" in microseconds per run of the 64 calls (or of
- * the loop), AFTER less the kernel operation's own time.
+ * timed hot and each after a kernel operation (after_kernel.h).  Prints per
+ * kind and round a line "KIND HOT OPERATION AFTER", microseconds per run of
+ * the 64 calls (or of the loop).
  */
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "after_kernel.h"
 
 static volatile int sink;
 
@@ -49,30 +46,8 @@ static void loop(void)
     }
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static void kernel_op(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/stat", O_RDONLY);
-
-    if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0) {
-        fprintf(stderr, "vm_calls: /proc/self/stat unreadable\n");
-        exit(1);
-    }
-    close(fd);
-}
-
 int main(int argc, char **argv)
 {
-    static void (*const kinds[3])(void) = {direct, indirect, loop};
-    static const char *const names[3] = {"direct", "indirect", "loop"};
     int n = argc > 1 ? atoi(argv[1]) : 0, rounds = argc > 2 ? atoi(argv[2]) : 0;
 
     if (n < 1 || rounds < 1) {
@@ -80,24 +55,9 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int r = 0; r < rounds; ++r) {
-        for (int k = 0; k < 3; ++k) {
-            double t0 = now_us(), t1, t2;
-
-            for (int i = 0; i < n; ++i) {
-                kinds[k]();
-            }
-            t1 = now_us();
-            for (int i = 0; i < n; ++i) {
-                kernel_op();
-            }
-            t2 = now_us();
-            for (int i = 0; i < n; ++i) {
-                kernel_op();
-                kinds[k]();
-            }
-            printf("%s: %.3f %.3f\n", names[k], (t1 - t0) / n,
-                   ((now_us() - t2) - (t2 - t1)) / n);
-        }
+        after_kernel_time("direct", direct, n);
+        after_kernel_time("indirect", indirect, n);
+        after_kernel_time("loop", loop, n);
     }
     return 0;
 }
