@@ -22,6 +22,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
 SAMPLE_S=6
+# shellcheck source=bench/vm-lib.sh
+. bench/vm-lib.sh
 
 if [ "${1:-}" = --in-vm ]; then
     rounds=$2 out=$3 mode=$4
@@ -31,19 +33,16 @@ if [ "${1:-}" = --in-vm ]; then
     W=$(mktemp -d /tmp/usnic-cpu.XXXXXX) || exit 2
     mpicc -O2 -Wall -o "$W/mpibench" bench/mpibench.c || exit 1
     hz=$(getconf CLK_TCK)
-    T=/sys/kernel/tracing events=()
+    T=$VM_TRACE events=()
     if [ "$mode" = events ]; then
-        # Counted in the kernel by hist triggers, set up now while the guest is idle: enabling
-        # a probe patches kernel code, and under TCG a vCPU running the site during the
-        # patch has been seen to crash the guest.
-        [ -d "$T/events" ] || mount -t tracefs nodev "$T" || exit 2
-        # Soft-RoCE's steps: a post, a work item queued and run, the sender's and receiver's
-        # tasks, a packet out and in, a completion queued, a sent packet's buffer freed
-        for f in rxe_post_send rxe_sched_task do_work rxe_sender rxe_requester rxe_completer \
-            rxe_receiver rxe_rcv rxe_xmit_packet rxe_cq_post rxe_skb_tx_dtor; do
-            echo "p:usnicrxe/$f $f" >> "$T/kprobe_events" || exit 2
-            events+=("usnicrxe/$f")
-        done
+        # Counted in the kernel by hist triggers, set up now while the guest is idle
+        # (vm_rxe_probes). Soft-RoCE's steps: a post, a work item queued and run, the sender's
+        # and receiver's tasks, a packet out and in, a completion queued, a sent packet's
+        # buffer freed.
+        probes=(rxe_post_send rxe_sched_task do_work rxe_sender rxe_requester rxe_completer
+            rxe_receiver rxe_rcv rxe_xmit_packet rxe_cq_post rxe_skb_tx_dtor)
+        vm_rxe_probes "${probes[@]}" || exit 2
+        events=("${probes[@]/#/usnicrxe/}")
         events+=(sched/sched_switch sched/sched_wakeup workqueue/workqueue_execute_start
             irq/softirq_entry raw_syscalls/sys_enter syscalls/sys_enter_sched_yield
             syscalls/sys_enter_write syscalls/sys_enter_ioctl syscalls/sys_enter_ppoll)
@@ -142,8 +141,6 @@ while [ $# -gt 0 ]; do
         *) echo "usage: bench/vm-cpu.sh [--rounds N] [--perf | --events] [--mca NAME VALUE]... [--out DIR]" >&2; exit 2 ;;
     esac
 done
-# shellcheck source=bench/vm-lib.sh
-. bench/vm-lib.sh
 out=$(vm_bench_out vm-cpu.sh "$out") || exit 2
 RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 200 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$mode" "$mcas"
 rc=$?

@@ -20,6 +20,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
 NAMES=(raw raw-y usnic usnic-n)
+# shellcheck source=bench/vm-lib.sh
+. bench/vm-lib.sh
 
 if [ "${1:-}" = --in-vm ]; then
     rounds=$2 out=$3 trace=$4
@@ -63,11 +65,8 @@ if [ "${1:-}" = --in-vm ]; then
         echo "vm-lat: round $r done"
     done
     [ "$trace" = 1 ] || exit $((fails > 0))
-    T=/sys/kernel/tracing
-    [ -d "$T/events" ] || mount -t tracefs nodev "$T" || exit 2
-    for f in rxe_post_send rxe_xmit_packet rxe_rcv rxe_receiver rxe_cq_post; do
-        echo "p:usnicrxe/$f $f" >> "$T/kprobe_events" || exit 2
-    done
+    T=$VM_TRACE
+    vm_rxe_probes rxe_post_send rxe_xmit_packet rxe_rcv rxe_receiver rxe_cq_post || exit 2
     echo 0 > "$T/tracing_on"
     echo 40000 > "$T/buffer_size_kb"
     echo 1 > "$T/events/usnicrxe/enable"
@@ -116,8 +115,6 @@ while [ $# -gt 0 ]; do
         *) echo "usage: bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]" >&2; exit 2 ;;
     esac
 done
-# shellcheck source=bench/vm-lib.sh
-. bench/vm-lib.sh
 out=$(vm_bench_out vm-lat.sh "$out") || exit 2
 RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$trace"
 rc=$?
