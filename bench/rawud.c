@@ -13,10 +13,14 @@
  * window's last datagram with a datagram of 4 bytes.  Both sides busy-poll,
  * or with -y yield the CPU (sched_yield) after each poll that found nothing,
  * as usnic's progress does on Soft-RoCE.  A window of 1 is a round trip.
+ * With -m (a build with mpicc -DRAWUD_MPI, run by mpirun -np 1 --mca btl self)
+ * each side passes every datagram it receives through an 8-byte MPI message
+ * to itself (MPI_Isend, MPI_Recv, MPI_Wait) before it goes on: ob1's path,
+ * which an MPI ping-pong pays per message over any BTL, on raw UD's trip.
  *
- *   rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y]
+ *   rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y] [-m]
  *       responder: serves one initiator, then exits
- *   rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-S SIZE,...] [-w WINDOW]
+ *   rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-m] [-S SIZE,...] [-w WINDOW]
  *         [-T BUDGET_MS] [-W WARMUP_MS] [-n MIN_ITERS] [-N MAX_ITERS]
  *       initiator: one output line per size, in mpibench's format
  *       (TEST SIZE ITERS WINDOW MEAN_US MEDIAN_US MIN_US MB/S MSG/S), the test
@@ -48,6 +52,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef RAWUD_MPI
+#include <mpi.h>
+#endif
 
 #define QKEY 0x11111111u
 #define GRH 40           /* a UD receive buffer starts with the GRH */
@@ -56,6 +63,47 @@
 #define TIMEOUT_NS 2000000000LL
 
 static int yield_when_idle;   /* -y */
+static int mpi_hop;           /* -m */
+
+#ifdef RAWUD_MPI
+/* One 8-byte message to itself, the data checked. */
+static void mpi_message(void)
+{
+    static char sbuf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char rbuf[8];
+    MPI_Request r;
+
+    MPI_Isend(sbuf, 8, MPI_CHAR, 0, 1, MPI_COMM_SELF, &r);
+    MPI_Recv(rbuf, 8, MPI_CHAR, 0, 1, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (rbuf[7] != 8) {
+        fprintf(stderr, "rawud: wrong data from MPI\n");
+        exit(1);
+    }
+}
+
+static void mpi_start(int *argc, char ***argv)
+{
+    MPI_Init(argc, argv);
+}
+
+static void mpi_end(void)
+{
+    MPI_Finalize();
+}
+#else
+static void mpi_message(void) {}
+
+static void mpi_start(int *argc, char ***argv)
+{
+    (void) argc;
+    (void) argv;
+    fprintf(stderr, "rawud: -m needs a build with mpicc -DRAWUD_MPI\n");
+    exit(2);
+}
+
+static void mpi_end(void) {}
+#endif
 
 struct wire_addr {
     uint32_t qpn;
@@ -248,6 +296,9 @@ static void wait_cq(struct ud *u, struct ibv_cq *cq, int n, long long deadline)
             }
             if (cq == u->rcq) {
                 post_recv(u, (int) wc[i].wr_id);
+                if (mpi_hop) {
+                    mpi_message();
+                }
             }
         }
         n -= got;
@@ -369,7 +420,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES], nsizes = 0, max_size = 0;
     struct ud u = {0};
 
-    while ((opt = getopt(argc, argv, "rc:d:x:p:yS:w:T:W:n:N:")) != -1) {
+    while ((opt = getopt(argc, argv, "rc:d:x:p:ymS:w:T:W:n:N:")) != -1) {
         switch (opt) {
         case 'r': responder = 1; break;
         case 'c': host = optarg; break;
@@ -377,6 +428,7 @@ int main(int argc, char **argv)
         case 'x': gid_index = atoi(optarg); break;
         case 'p': port = atoi(optarg); break;
         case 'y': yield_when_idle = 1; break;
+        case 'm': mpi_hop = 1; break;
         case 'S': list = optarg; break;
         case 'w': window = atoi(optarg); break;
         case 'T': budget = atof(optarg) / 1e3; break;
@@ -388,8 +440,8 @@ int main(int argc, char **argv)
     }
     if (NULL == dev || responder == (NULL != host) || window < 1 || window > 4096 ||
         min_iters < 1 || max_iters < min_iters) {
-        fprintf(stderr, "usage: rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y]\n"
-                        "       rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-S SIZE,...]"
+        fprintf(stderr, "usage: rawud -r -d DEV [-x GID_INDEX] [-p PORT] [-y] [-m]\n"
+                        "       rawud -c HOST -d DEV [-x GID_INDEX] [-p PORT] [-y] [-m] [-S SIZE,...]"
                         " [-w WINDOW] [-T MS] [-W MS] [-n MIN] [-N MAX]\n");
         return 2;
     }
@@ -401,6 +453,9 @@ int main(int argc, char **argv)
         }
         max_size = sizes[nsizes] > max_size ? sizes[nsizes] : max_size;
         ++nsizes;
+    }
+    if (mpi_hop) {
+        mpi_start(&argc, &argv);
     }
     u.gid_index = gid_index;
     if (responder) {
@@ -419,6 +474,9 @@ int main(int argc, char **argv)
         for (;;) {
             xfer(ctl, &rq, sizeof(rq), 0);
             if (0 == rq.size) {
+                if (mpi_hop) {
+                    mpi_end();
+                }
                 return 0;
             }
             if (ntohl(rq.size) > u.slot - GRH || (int) ntohl(rq.window) > window) {
@@ -466,5 +524,8 @@ int main(int argc, char **argv)
         free(t);
     }
     xfer(ctl, &end, sizeof(end), 1);
+    if (mpi_hop) {
+        mpi_end();
+    }
     return 0;
 }

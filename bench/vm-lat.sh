@@ -4,6 +4,9 @@
 # Each round runs, in an order that rotates by round, under SCHED_IDLE as bench/run.sh does:
 #   raw       bench/rawud.c with a window of 1 (8 B out, a 4 B answer back), busy-polling;
 #   raw-y     the same, each side yielding after every poll that found nothing (-y);
+#   raw-m     raw, each side under mpirun -np 1 --mca btl self passing every datagram it receives
+#             through an 8 B MPI message to itself before it answers (-m): ob1's path on raw UD's
+#             trip, what an MPI ping-pong would take over a BTL that cost nothing;
 #   usnic     bench/mpibench.c -t lat -S 8 over --mca btl usnic,self (yields: the default);
 #   usnic-n   the same with --mca btl_usnic_yield_when_idle 0 (busy-polling).
 # The figure of each is the median iteration's time per message one way (rawud's round trip
@@ -19,7 +22,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
-NAMES=(raw raw-y usnic usnic-n)
+NAMES=(raw raw-y raw-m usnic usnic-n)
 # shellcheck source=bench/vm-lib.sh
 . bench/vm-lib.sh
 
@@ -30,14 +33,19 @@ if [ "${1:-}" = --in-vm ]; then
     W=$(mktemp -d /tmp/usnic-lat.XXXXXX) || exit 2
     mpicc -O2 -Wall -o "$W/mpibench" bench/mpibench.c || exit 1
     cc -O2 -Wall -o "$W/rawud" bench/rawud.c -libverbs || exit 1
+    mpicc -O2 -Wall -DRAWUD_MPI -o "$W/rawud-m" bench/rawud.c -libverbs || exit 1
     IDLE=(chrt --idle 0)
     BUDGET=(-T 1000 -W 100 -n 200 -N 20000)
     port=18700 fails=0
+    # raw [-y | -m]
     raw() {
+        local ud=("$W/rawud")
+        [ "${1:-}" = -m ] &&
+            ud=(mpirun --allow-run-as-root --bind-to none -np 1 --mca pml ob1 --mca btl self "$W/rawud-m")
         port=$((port + 1))
-        onhost B "${IDLE[@]}" timeout -k 5 120 "$W/rawud" -r -d "$RXEVM_DEV_B" \
+        onhost B "${IDLE[@]}" timeout -k 5 120 "${ud[@]}" -r -d "$RXEVM_DEV_B" \
             -x "$RXEVM_GID_INDEX" -p "$port" "$@" > "$W/server.txt" 2>&1 &
-        onhost A "${IDLE[@]}" timeout -k 5 120 "$W/rawud" -c "$RXEVM_IP_B" -d "$RXEVM_DEV_A" \
+        onhost A "${IDLE[@]}" timeout -k 5 120 "${ud[@]}" -c "$RXEVM_IP_B" -d "$RXEVM_DEV_A" \
             -x "$RXEVM_GID_INDEX" -p "$port" "$@" -w 1 -S 8 "${BUDGET[@]}"
         local rc=$?
         wait
@@ -54,13 +62,14 @@ if [ "${1:-}" = --in-vm ]; then
         case $1 in
             raw) raw ;;
             raw-y) raw -y ;;
+            raw-m) raw -m ;;
             usnic) usnic ;;
             usnic-n) usnic --mca btl_usnic_yield_when_idle 0 ;;
         esac > "$out/raw/$1-r$2.txt" 2>&1 || { echo "vm-lat: $1 round $2 failed"; fails=$((fails + 1)); }
     }
     for r in $(seq 1 "$rounds"); do
-        for k in 0 1 2 3; do
-            run "${NAMES[$(((k + r) % 4))]}" "$r"
+        for k in "${!NAMES[@]}"; do
+            run "${NAMES[$(((k + r) % ${#NAMES[@]}))]}" "$r"
         done
         echo "vm-lat: round $r done"
     done
@@ -116,7 +125,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 out=$(vm_bench_out vm-lat.sh "$out") || exit 2
-RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 120 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$trace"
+RXE_VM_RW=$REPO RXE_VM_TIMEOUT=$((rounds * 150 + 600)) tools/rxe-vm/rxe-vm "$0" --in-vm "$rounds" "$out" "$trace"
 rc=$?
 
 # one way, µs: the median column (rawud's round trip halved)
@@ -153,13 +162,14 @@ stat() {
     echo "one boot of tools/rxe-vm (2 vCPUs, TCG), kernel $(uname -r) on the host; installed component"
     echo "$(sha256sum "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)/mca_btl_usnic.so" | cut -c1-16)."
     echo "raw: bench/rawud.c, a window of one 8 B datagram answered by 4 B, busy-polling; raw-y: the same"
-    echo "yielding after each empty poll; usnic: mpibench -t lat -S 8 over usnic,self (yields, the"
+    echo "yielding after each empty poll; raw-m: raw with each received datagram passed through an 8 B"
+    echo "MPI message to itself (ob1, btl/self) on both sides; usnic: mpibench -t lat -S 8 over usnic,self (yields, the"
     echo "default on Soft-RoCE); usnic-n: with btl_usnic_yield_when_idle 0. All under SCHED_IDLE."
     echo "µs one way at the median iteration (rawud: its round trip halved)."
     echo
-    echo "| round | raw | raw-y | usnic | usnic-n |"
-    echo "|---:|---:|---:|---:|---:|"
-    awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' <<< "$table"
+    echo "| round | raw | raw-y | raw-m | usnic | usnic-n |"
+    echo "|---:|---:|---:|---:|---:|---:|"
+    awk '{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' <<< "$table"
     echo
     echo "Medians over the rounds (range), and ratios paired round by round:"
     echo
@@ -167,13 +177,16 @@ stat() {
     echo "|---|---|"
     echo "| raw, µs | $(stat 2) |"
     echo "| raw-y, µs | $(stat 3) |"
-    echo "| usnic, µs | $(stat 4) |"
-    echo "| usnic-n, µs | $(stat 5) |"
+    echo "| raw-m, µs | $(stat 4) |"
+    echo "| usnic, µs | $(stat 5) |"
+    echo "| usnic-n, µs | $(stat 6) |"
     echo "| raw-y / raw: what yielding costs raw UD | $(stat 3/2) |"
-    echo "| usnic / usnic-n: what yielding costs usnic | $(stat 4/5) |"
-    echo "| usnic / raw | $(stat 4/2) |"
-    echo "| usnic / raw-y: both yielding | $(stat 4/3) |"
-    echo "| usnic-n / raw: both busy-polling | $(stat 5/2) |"
+    echo "| raw-m / raw: ob1's path on raw UD's trip, both busy-polling | $(stat 4/2) |"
+    echo "| usnic / usnic-n: what yielding costs usnic | $(stat 5/6) |"
+    echo "| usnic / raw | $(stat 5/2) |"
+    echo "| usnic / raw-y: both yielding | $(stat 5/3) |"
+    echo "| usnic-n / raw: both busy-polling | $(stat 6/2) |"
+    echo "| usnic-n / raw-m: usnic's own share, ob1 on both, busy-polling | $(stat 6/4) |"
     if [ "$trace" = 1 ]; then
         echo
         echo "One-way trips of 2 s of each steady ping-pong, traced (\`--trace\`; the probes slow both):"
