@@ -8,9 +8,10 @@
  * without a pause; mpibench's bw sends a window of messages, then waits for
  * the receiver's 4-byte answer to the window before it sends the next.  This
  * program does the same over one UD queue pair per side: a window of WINDOW
- * sends of SIZE bytes (one datagram each, every send signalled as usnic's
- * are), the receiver reposts each buffer as it completes and answers the
- * window's last datagram with a datagram of 4 bytes.  Both sides busy-poll,
+ * sends of SIZE bytes (one datagram each, every send signalled; usnic asks
+ * only for those whose data the device reads after the post), the receiver
+ * reposts each buffer as it completes and answers the window's last
+ * datagram with a datagram of 4 bytes.  Both sides busy-poll,
  * or with -y yield the CPU (sched_yield) after each poll that found nothing,
  * as usnic's progress does on Soft-RoCE.  A window of 1 is a round trip.
  * With -m (a build with mpicc -DRAWUD_MPI, run by mpirun -np 1 --mca btl self)
@@ -89,7 +90,9 @@ static void mpi_start(int *argc, char ***argv)
 
 static void mpi_end(void)
 {
-    MPI_Finalize();
+    if (mpi_hop) {
+        MPI_Finalize();
+    }
 }
 #else
 static void mpi_message(void) {}
@@ -474,9 +477,7 @@ int main(int argc, char **argv)
         for (;;) {
             xfer(ctl, &rq, sizeof(rq), 0);
             if (0 == rq.size) {
-                if (mpi_hop) {
-                    mpi_end();
-                }
+                mpi_end();
                 return 0;
             }
             if (ntohl(rq.size) > u.slot - GRH || (int) ntohl(rq.window) > window) {
@@ -524,8 +525,6 @@ int main(int argc, char **argv)
         free(t);
     }
     xfer(ctl, &end, sizeof(end), 1);
-    if (mpi_hop) {
-        mpi_end();
-    }
+    mpi_end();
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
-# bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]: what yielding costs an 8 B round trip in the VM,
-# usnic's and raw UD's, in one boot of tools/rxe-vm (2 vCPUs, Soft-RoCE).
+# bench/vm-lat.sh [--rounds N] [--trace] [--out DIR]: an 8 B round trip in the VM, usnic's against
+# raw UD's alone and with ob1's path on it, busy-polling and yielding, in one boot of tools/rxe-vm
+# (2 vCPUs, Soft-RoCE).
 # Each round runs, in an order that rotates by round, under SCHED_IDLE as bench/run.sh does:
 #   raw       bench/rawud.c with a window of 1 (8 B out, a 4 B answer back), busy-polling;
 #   raw-y     the same, each side yielding after every poll that found nothing (-y);
